@@ -1,0 +1,1 @@
+"""ResourceGroups admin server: Apache Pulsar's ResourceGroup API (PIP-82) on a SQL store."""

@@ -1,0 +1,45 @@
+"""Settings, read from the environment with the ``RG_`` prefix."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DATA_DIR = Path("data")
+DEFAULT_DATABASE_URL = f"sqlite:///{DATA_DIR / 'resourcegroups.db'}"
+# Where `rgadmin serve` keeps the secret key it generates on a first run without configuration.
+DEFAULT_SECRET_KEY_FILE = DATA_DIR / "secret.key"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="RG_", extra="ignore")
+
+    database_url: str = Field(
+        DEFAULT_DATABASE_URL,
+        description="A plain sqlite:///PATH or postgresql://user@host:port/db URL.",
+    )
+    auth_enabled: bool = True
+    auth_token_secret_key: str | None = Field(
+        None, description="HS256 key, as Pulsar takes it: file:///path or data:;base64,..."
+    )
+    auth_token_public_key: str | None = Field(
+        None, description="RS256/ES256 public key, as Pulsar takes it: file:///path or data:;base64,..."
+    )
+    superuser_roles: str = Field("admin", description="Comma-separated roles allowed everything.")
+
+    @field_validator("auth_token_secret_key", "auth_token_public_key")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        return value or None
+
+    @property
+    def superusers(self) -> frozenset[str]:
+        return frozenset(role.strip() for role in self.superuser_roles.split(",") if role.strip())
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
