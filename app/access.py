@@ -1,0 +1,40 @@
+"""Who may do what: superusers everything, tenant admins their tenant, clients their namespace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.errors import Forbidden
+from app.models import Namespace, Tenant
+from app.services import tenants
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    role: str
+    is_superuser: bool
+
+
+def require_tenant_admin(session: Session, principal: Principal, tenant: str) -> None:
+    """Superusers pass; others must be in the tenant's ``adminRoles`` (404 if it is missing)."""
+    if principal.is_superuser:
+        return
+    if principal.role not in tenants.get(session, tenant).admin_roles:
+        raise Forbidden(f"Role {principal.role} is not an admin of tenant {tenant}")
+
+
+def require_group_reader(session: Session, principal: Principal, group: str) -> None:
+    """Tenant admins may read the groups attached to their tenant or its namespaces."""
+    if principal.is_superuser:
+        return
+    attached_tenants = select(Tenant.admin_roles).where(
+        (Tenant.resource_group == group)
+        | Tenant.name.in_(select(Namespace.tenant).where(Namespace.resource_group == group))
+    )
+    if not any(principal.role in roles for roles in session.scalars(attached_tenants)):
+        raise Forbidden(
+            "Only superusers and admins of a tenant using this ResourceGroup may read it"
+        )

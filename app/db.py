@@ -1,0 +1,79 @@
+"""Engine, sessions and schema migration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import URL, Engine, create_engine, event, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def sqlalchemy_url(database_url: str) -> URL:
+    """Turn a plain ``postgresql://`` or ``sqlite:///`` URL into one naming our driver."""
+    url = make_url(database_url)
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+def make_engine(database_url: str) -> Engine:
+    url = sqlalchemy_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url,
+            # The API serves requests from a thread pool; SQLite connections move between threads.
+            connect_args={"check_same_thread": False, "timeout": 15},
+        )
+        event.listen(engine, "connect", _configure_sqlite)
+        return engine
+    return create_engine(
+        url,
+        # Fail fast when the database is down (the API answers 503) and recover when it is back.
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": 5},
+    )
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # SQLite ignores foreign keys unless asked on every connection; they are what makes a
+    # dangling attachment impossible.
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def alembic_config(database_url: str) -> Config:
+    config = Config(str(PROJECT_ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
+    config.attributes["database_url"] = database_url
+    return config
+
+
+def upgrade_schema(database_url: str) -> None:
+    """Bring the schema to the latest migration (``alembic upgrade head``)."""
+    url = sqlalchemy_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    command.upgrade(alembic_config(database_url), "head")
+
+
+def begin_write(session: Session) -> None:
+    """Take SQLite's write lock up front, so concurrent writers wait their turn.
+
+    Otherwise two transactions that first read and then write both hold read snapshots, and
+    the second to write fails with "database is locked" instead of waiting. PostgreSQL
+    needs nothing here: row locks and foreign keys order its writers.
+    """
+    connection = session.connection()
+    if connection.dialect.name == "sqlite":
+        connection.exec_driver_sql("BEGIN IMMEDIATE")

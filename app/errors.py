@@ -1,0 +1,123 @@
+"""One error tree; every error leaves the server as Pulsar's ``{"reason": ...}`` body."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.schemas import NAME_RULE
+
+logger = logging.getLogger(__name__)
+
+
+class AppError(Exception):
+    status_code = 500
+    headers: ClassVar[Mapping[str, str] | None] = None
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BadRequest(AppError):
+    status_code = 400
+
+
+class Unauthorized(AppError):
+    status_code = 401
+    headers: ClassVar[Mapping[str, str] | None] = {
+        "WWW-Authenticate": 'Bearer realm="resourcegroups"'
+    }
+
+
+class Forbidden(AppError):
+    status_code = 403
+
+
+class NotFound(AppError):
+    status_code = 404
+
+
+class Conflict(AppError):
+    status_code = 409
+
+
+class PreconditionFailed(AppError):
+    status_code = 412
+
+
+class ServiceUnavailable(AppError):
+    status_code = 503
+
+
+class ErrorBody(BaseModel):
+    reason: str = Field(description="What went wrong, in one sentence.")
+
+
+def responses(*errors: type[AppError]) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` entry documenting a route's errors in the OpenAPI document."""
+    return {
+        error.status_code: {"model": ErrorBody, "description": error.__name__} for error in errors
+    }
+
+
+def _reason_response(
+    status_code: int, reason: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"reason": reason}, status_code=status_code, headers=headers)
+
+
+_PATH_NOUNS = {"rg": "ResourceGroup", "tenant": "tenant", "namespace": "namespace", "role": "role"}
+
+
+def validation_reason(exc: RequestValidationError) -> str:
+    """Name the field and the problem, the way a Pulsar user reads a 400."""
+    error = exc.errors()[0]
+    location = [str(part) for part in error.get("loc", ())]
+    kind = error.get("type", "")
+    message = error.get("msg", kind)
+    where, field = (location[0], ".".join(location[1:])) if location else ("", "")
+    if where == "path":
+        noun = _PATH_NOUNS.get(field, field)
+        return f"Invalid {noun} name {error.get('input')!r}: must be {NAME_RULE}"
+    if where != "body":
+        return f"Invalid {where} parameter '{field}': {message}"
+    if kind == "json_invalid":
+        return "Request body is not valid JSON"
+    if kind == "missing" and not field:
+        return "Request body is required"
+    if kind == "extra_forbidden":
+        return f"Unknown field '{field}'"
+    if not field:
+        return f"Invalid request body (send JSON with Content-Type: application/json): {message}"
+    return f"Invalid value for '{field}': {message}"
+
+
+def register_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(AppError)
+    async def app_error(_request: Request, exc: AppError) -> JSONResponse:
+        return _reason_response(exc.status_code, exc.reason, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _reason_response(400, validation_reason(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _reason_response(exc.status_code, str(exc.detail), exc.headers)
+
+    @app.exception_handler(DBAPIError)
+    async def database_error(_request: Request, exc: DBAPIError) -> JSONResponse:
+        if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
+            logger.warning("database unavailable: %s", exc.orig)
+            return _reason_response(503, "Database unavailable")
+        logger.exception("database error")
+        return _reason_response(500, "Internal database error")

@@ -1,0 +1,56 @@
+"""The ASGI application: ``app.main:app``, built from the environment."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.routing import APIRoute
+
+from app.api import health, namespaces, resourcegroups, tenants
+from app.api.draft_aliases import draft_alias_router
+from app.auth import TokenVerifier
+from app.config import Settings, get_settings
+from app.db import make_engine, make_sessionmaker
+from app.errors import register_error_handlers
+
+DESCRIPTION = """\
+Apache Pulsar's ResourceGroup admin API (PIP-82) for Spark jobs: groups of rate quotas attached to
+tenants and namespaces. Errors are Pulsar's `{"reason": "..."}` bodies. Authenticate with a
+Pulsar-format token: `Authorization: Bearer <jwt>`.
+"""
+
+
+def operation_id(route: APIRoute) -> str:
+    """Stable operationIds: the endpoint's name, so clients and the committed spec never churn."""
+    return route.name
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+    app = FastAPI(
+        title="ResourceGroups for Spark",
+        version="0.1.0",
+        description=DESCRIPTION,
+        generate_unique_id_function=operation_id,
+    )
+    engine = make_engine(settings.database_url)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.sessionmaker = make_sessionmaker(engine)
+    app.state.token_verifier = (
+        TokenVerifier.from_settings(settings) if settings.auth_enabled else None
+    )
+    register_error_handlers(app)
+    canonical = (resourcegroups.router, tenants.router, namespaces.router)
+    for router in (*canonical, health.router):
+        app.include_router(router)
+    app.include_router(draft_alias_router(*canonical))
+    return app
+
+
+def __getattr__(name: str) -> FastAPI:
+    # `app` is built on first access, not at import, so that importing this module (tests,
+    # the spec generator) does not need a configured key or database.
+    if name == "app":
+        globals()["app"] = built = create_app()
+        return built
+    raise AttributeError(name)

@@ -1,0 +1,111 @@
+"""The SQL store: resource groups, tenants, namespaces, permissions and attachments.
+
+Names are Pulsar's immutable identifiers, so they are the primary keys, and attachments are
+foreign keys on the tenant or namespace row. The database itself then refuses a dangling
+attachment: a group cannot be deleted while anything points at it (``RESTRICT``), and an
+attachment disappears with its namespace.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Integer,
+    MetaData,
+    String,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAME_LENGTH = 255
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+RATE_COLUMNS = (
+    "publish_rate_in_msgs",
+    "publish_rate_in_bytes",
+    "dispatch_rate_in_msgs",
+    "dispatch_rate_in_bytes",
+    "replication_dispatch_rate_in_msgs",
+    "replication_dispatch_rate_in_bytes",
+)
+
+
+class ResourceGroup(Base):
+    """A named bundle of rate quotas per second; -1 or 0 means unlimited, as in Pulsar."""
+
+    __tablename__ = "resource_groups"
+    __table_args__ = tuple(
+        CheckConstraint(f"{column} >= -1", name=f"{column}_not_below_minus_one")
+        for column in RATE_COLUMNS
+    )
+
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    publish_rate_in_msgs: Mapped[int] = mapped_column(Integer)
+    publish_rate_in_bytes: Mapped[int] = mapped_column(BigInteger)
+    dispatch_rate_in_msgs: Mapped[int] = mapped_column(Integer)
+    dispatch_rate_in_bytes: Mapped[int] = mapped_column(BigInteger)
+    replication_dispatch_rate_in_msgs: Mapped[int] = mapped_column(Integer)
+    replication_dispatch_rate_in_bytes: Mapped[int] = mapped_column(BigInteger)
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    admin_roles: Mapped[list[str]] = mapped_column(JSON)
+    allowed_clusters: Mapped[list[str]] = mapped_column(JSON)
+    resource_group: Mapped[str | None] = mapped_column(
+        String(NAME_LENGTH),
+        ForeignKey("resource_groups.name", ondelete="RESTRICT"),
+        index=True,
+    )
+
+
+class Namespace(Base):
+    __tablename__ = "namespaces"
+
+    tenant: Mapped[str] = mapped_column(
+        String(NAME_LENGTH),
+        ForeignKey("tenants.name", ondelete="RESTRICT"),
+        primary_key=True,
+    )
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    resource_group: Mapped[str | None] = mapped_column(
+        String(NAME_LENGTH),
+        ForeignKey("resource_groups.name", ondelete="RESTRICT"),
+        index=True,
+    )
+
+
+class NamespacePermission(Base):
+    """The actions a role is granted on a namespace, as Pulsar's ``grant-permission`` sets them."""
+
+    __tablename__ = "namespace_permissions"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant", "namespace"],
+            ["namespaces.tenant", "namespaces.name"],
+            ondelete="CASCADE",
+            name="fk_namespace_permissions_namespace_namespaces",
+        ),
+    )
+
+    tenant: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    role: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    actions: Mapped[list[str]] = mapped_column(JSON)

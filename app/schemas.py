@@ -1,0 +1,79 @@
+"""Request and response bodies, with Pulsar's camelCase JSON names."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import Path
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+NAME_PATTERN = r"^[A-Za-z0-9_\-=:.]{1,255}$"
+NAME_RULE = "1-255 ASCII letters, digits and _-=:."
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+ResourceGroupName = Annotated[
+    str, Path(pattern=NAME_PATTERN, description=f"ResourceGroup name: {NAME_RULE}")
+]
+TenantName = Annotated[str, Path(pattern=NAME_PATTERN, description=f"Tenant name: {NAME_RULE}")]
+NamespaceName = Annotated[
+    str, Path(pattern=NAME_PATTERN, description=f"Namespace name: {NAME_RULE}")
+]
+RoleName = Annotated[str, Path(pattern=NAME_PATTERN, description=f"Role: {NAME_RULE}")]
+
+_UNLIMITED = "-1 or 0 means unlimited."
+MsgRate = Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)]
+ByteRate = Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)]
+
+
+class _Body(BaseModel):
+    # Pulsar rejects what it does not know; a typo must not silently become "unlimited".
+    model_config = ConfigDict(extra="forbid")
+
+
+class ResourceGroupUpdate(_Body):
+    """PUT body: omitted or null fields are -1 on create and unchanged on update."""
+
+    publishRateInMsgs: MsgRate | None = Field(
+        None, description=f"Messages published per second; {_UNLIMITED}"
+    )
+    publishRateInBytes: ByteRate | None = Field(
+        None, description=f"Bytes published per second; {_UNLIMITED}"
+    )
+    dispatchRateInMsgs: MsgRate | None = Field(
+        None, description=f"Messages dispatched per second; {_UNLIMITED}"
+    )
+    dispatchRateInBytes: ByteRate | None = Field(
+        None, description=f"Bytes dispatched per second; {_UNLIMITED}"
+    )
+    replicationDispatchRateInMsgs: MsgRate | None = Field(
+        None, description="Stored and returned for compatibility with Pulsar; not enforced."
+    )
+    replicationDispatchRateInBytes: ByteRate | None = Field(
+        None, description="Stored and returned for compatibility with Pulsar; not enforced."
+    )
+
+
+class ResourceGroupRead(BaseModel):
+    publishRateInMsgs: int = Field(description=f"Messages published per second; {_UNLIMITED}")
+    publishRateInBytes: int = Field(description=f"Bytes published per second; {_UNLIMITED}")
+    dispatchRateInMsgs: int = Field(description=f"Messages dispatched per second; {_UNLIMITED}")
+    dispatchRateInBytes: int = Field(description=f"Bytes dispatched per second; {_UNLIMITED}")
+    replicationDispatchRateInMsgs: int = Field(description="Not enforced; kept for compatibility.")
+    replicationDispatchRateInBytes: int = Field(description="Not enforced; kept for compatibility.")
+
+
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+class TenantInfo(_Body):
+    adminRoles: list[Name] = Field(
+        default_factory=list, description="Roles that administer this tenant's namespaces."
+    )
+    allowedClusters: list[Name] = Field(
+        default_factory=list, description="Clusters the tenant may use; stored for compatibility."
+    )
+
+
+AuthAction = Literal["produce", "consume", "functions", "sources", "sinks", "packages"]

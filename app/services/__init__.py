@@ -1,0 +1,1 @@
+"""Operations on the store. They add and flush inside the caller's transaction, never commit."""

@@ -1,0 +1,71 @@
+"""ResourceGroups: create, update with Pulsar's merge rule, read, delete."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, exists, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.errors import NotFound, PreconditionFailed
+from app.models import RATE_COLUMNS, Namespace, ResourceGroup, Tenant
+from app.schemas import ResourceGroupUpdate
+from app.services._sql import insert
+
+UNLIMITED = -1
+
+# JSON field name -> column name; the model's fields are Pulsar's camelCase names.
+_COLUMN_OF = dict(zip(ResourceGroupUpdate.model_fields, RATE_COLUMNS, strict=True))
+
+
+def get(session: Session, name: str) -> ResourceGroup:
+    group = session.get(ResourceGroup, name)
+    if group is None:
+        raise NotFound("ResourceGroup does not exist")
+    return group
+
+
+def list_names(session: Session) -> list[str]:
+    return list(session.scalars(select(ResourceGroup.name).order_by(ResourceGroup.name)))
+
+
+def upsert(session: Session, name: str, body: ResourceGroupUpdate) -> None:
+    """Create with omitted fields unlimited, or update only the fields given.
+
+    Inserting the all-unlimited row first (a no-op when it exists) and then setting the given
+    fields in one UPDATE makes both cases one code path, and concurrent PUTs never lose each
+    other's fields: there is no read-modify-write.
+    """
+    session.execute(
+        insert(session, ResourceGroup)
+        .values(name=name, **dict.fromkeys(RATE_COLUMNS, UNLIMITED))
+        .on_conflict_do_nothing()
+    )
+    changes = {
+        _COLUMN_OF[field]: value for field, value in body.model_dump(exclude_none=True).items()
+    }
+    if changes:
+        session.execute(update(ResourceGroup).where(ResourceGroup.name == name).values(changes))
+
+
+def is_in_use(session: Session, name: str) -> bool:
+    return bool(
+        session.scalar(
+            select(
+                or_(
+                    exists().where(Tenant.resource_group == name),
+                    exists().where(Namespace.resource_group == name),
+                )
+            )
+        )
+    )
+
+
+def remove(session: Session, name: str) -> None:
+    get(session, name)
+    if is_in_use(session, name):
+        raise PreconditionFailed("ResourceGroup is in use")
+    try:
+        session.execute(delete(ResourceGroup).where(ResourceGroup.name == name))
+    except IntegrityError as exc:
+        # An attachment committed between the check and the delete: the foreign key caught it.
+        raise PreconditionFailed("ResourceGroup is in use") from exc
