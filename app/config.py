@@ -26,7 +26,8 @@ class Settings(BaseSettings):
         None, description="HS256 key, as Pulsar takes it: file:///path or data:;base64,..."
     )
     auth_token_public_key: str | None = Field(
-        None, description="RS256/ES256 public key, as Pulsar takes it: file:///path or data:;base64,..."
+        None,
+        description="RS256/ES256 public key, as Pulsar takes it: file:///path or data:;base64,...",
     )
     superuser_roles: str = Field("admin", description="Comma-separated roles allowed everything.")
 

@@ -75,6 +75,11 @@ def _reason_response(
     return JSONResponse({"reason": reason}, status_code=status_code, headers=headers)
 
 
+_BODY_SHAPES = {
+    "model_attributes_type": "a JSON object",
+    "dict_type": "a JSON object",
+    "list_type": "a JSON array",
+}
 _PATH_NOUNS = {"rg": "ResourceGroup", "tenant": "tenant", "namespace": "namespace", "role": "role"}
 
 
@@ -97,7 +102,8 @@ def validation_reason(exc: RequestValidationError) -> str:
     if kind == "extra_forbidden":
         return f"Unknown field '{field}'"
     if not field:
-        return f"Invalid request body (send JSON with Content-Type: application/json): {message}"
+        expected = _BODY_SHAPES.get(kind)
+        return f"Request body must be {expected}" if expected else f"Request body: {message}"
     return f"Invalid value for '{field}': {message}"
 
 

@@ -4,26 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound, PreconditionFailed
-from app.models import Namespace, ResourceGroup, Tenant
+from app.models import Namespace, Tenant
 from app.services._sql import rowcount
 
 GROUP_MISSING = "ResourceGroup does not exist"
 
 
 def _set(session: Session, statement: Any, group: str | None, missing: str) -> None:
-    if group is not None and not session.scalar(
-        select(exists().where(ResourceGroup.name == group))
-    ):
-        raise PreconditionFailed(GROUP_MISSING)
+    # No existence check first: the foreign key refuses a missing group atomically, even
+    # against a concurrent delete, and a missing tenant or namespace updates no row.
     try:
         touched = rowcount(session, statement.values(resource_group=group))
     except IntegrityError as exc:
-        # The group was deleted between the check and the update; the foreign key caught it.
         raise PreconditionFailed(GROUP_MISSING) from exc
     if touched == 0:
         raise NotFound(missing)

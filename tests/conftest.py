@@ -1,0 +1,137 @@
+"""Shared fixtures: every API test runs against SQLite and against a real PostgreSQL.
+
+Each database is created for the run, built with the migrations (never ``create_all``), and
+dropped afterwards. Tests start from empty tables.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, create_engine, make_url, select
+
+from app.auth import create_token, generate_secret_key
+from app.config import Settings
+from app.db import sqlalchemy_url, upgrade_schema
+from app.main import create_app
+from app.models import Base
+
+POSTGRES_URL = os.environ.get("RG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+SUPERUSER = "admin"
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database; its URL is yielded and it is dropped afterwards."""
+    name = f"rg_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(sqlalchemy_url(POSTGRES_URL), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+@contextmanager
+def empty_database(backend: str, directory: Any) -> Iterator[str]:
+    if backend == "postgresql":
+        with postgres_database() as url:
+            yield url
+    else:
+        yield f"sqlite:///{directory / f'{uuid.uuid4().hex}.db'}"
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    with empty_database(request.param, tmp_path_factory.mktemp("db")) as url:
+        upgrade_schema(url)
+        yield url
+
+
+@pytest.fixture(scope="session")
+def secret_key() -> bytes:
+    return generate_secret_key()
+
+
+def make_settings(database_url: str, secret_key: bytes, **overrides: Any) -> Settings:
+    return Settings(
+        database_url=database_url,
+        auth_token_secret_key="data:;base64," + base64.b64encode(secret_key).decode(),
+        superuser_roles=SUPERUSER,
+        **overrides,
+    )
+
+
+@pytest.fixture(scope="session")
+def app(database_url: str, secret_key: bytes) -> Iterator[FastAPI]:
+    application = create_app(make_settings(database_url, secret_key))
+    yield application
+    application.state.engine.dispose()
+
+
+@pytest.fixture
+def engine(app: FastAPI) -> Iterator[Engine]:
+    engine: Engine = app.state.engine
+    _empty_tables(engine)
+    yield engine
+
+
+def _empty_tables(engine: Engine) -> None:
+    with engine.begin() as connection:
+        for table in reversed(Base.metadata.sorted_tables):
+            connection.execute(table.delete())
+
+
+@pytest.fixture
+def token(secret_key: bytes) -> Callable[[str], str]:
+    return lambda role: create_token(subject=role, secret_key=secret_key)
+
+
+@pytest.fixture
+def auth(token: Callable[[str], str]) -> Callable[[str], dict[str, str]]:
+    """Request headers carrying a valid token for a role."""
+    return lambda role: {"Authorization": f"Bearer {token(role)}"}
+
+
+@pytest.fixture
+def client(app: FastAPI, engine: Engine, auth: Callable[[str], dict[str, str]]) -> TestClient:
+    """A client authenticated as the superuser, on empty tables."""
+    return TestClient(app, headers=auth(SUPERUSER), raise_server_exceptions=False)
+
+
+@pytest.fixture
+def anonymous(app: FastAPI, engine: Engine) -> TestClient:
+    return TestClient(app, raise_server_exceptions=False)
+
+
+def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, to prove that a rejected write changed nothing."""
+    with engine.connect() as connection:
+        return {
+            table.name: sorted((tuple(row) for row in connection.execute(select(table))), key=repr)
+            for table in Base.metadata.sorted_tables
+        }
+
+
+@pytest.fixture
+def unchanged(engine: Engine) -> Callable[[], Any]:
+    @contextmanager
+    def check() -> Iterator[None]:
+        before = dump(engine)
+        yield
+        assert dump(engine) == before
+
+    return check
