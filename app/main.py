@@ -12,11 +12,11 @@ from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker
 from app.errors import register_error_handlers
 
-DESCRIPTION = """\
-Apache Pulsar's ResourceGroup admin API (PIP-82) for Spark jobs: groups of rate quotas attached to
-tenants and namespaces. Errors are Pulsar's `{"reason": "..."}` bodies. Authenticate with a
-Pulsar-format token: `Authorization: Bearer <jwt>`.
-"""
+DESCRIPTION = (
+    "Apache Pulsar's ResourceGroup admin API (PIP-82) for Spark jobs: groups of rate quotas "
+    'attached to tenants and namespaces. Errors are Pulsar\'s `{"reason": "..."}` bodies. '
+    "Authenticate with a Pulsar-format token: `Authorization: Bearer <jwt>`."
+)
 
 
 def operation_id(route: APIRoute) -> str:
