@@ -1,0 +1,313 @@
+"""PIP-322's token bucket: refilled from elapsed time, allowed to go into debt."""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+import time
+from fractions import Fraction
+from typing import Callable
+
+__all__ = ["TokenBucket"]
+
+# The balance is an integer count of units, a token being 10**15 of them: 10**9 nanoseconds
+# times 10**6. A rate held in millionths of a token per second then adds a whole number of
+# units every nanosecond, so refill is exact integer arithmetic: no float error, and no
+# fraction of a token is ever dropped between two refills, however often they happen.
+_RATE_STEPS_PER_TOKEN = 10**6
+_NS_PER_SECOND = 10**9
+_UNITS_PER_TOKEN = _RATE_STEPS_PER_TOKEN * _NS_PER_SECOND
+
+# PIP-322's resolution: a throttled caller waits until the bucket holds at least this much
+# refill, so that waking up is worth it, and consumption waits at most this long to be folded
+# into the balance.
+_RESOLUTION_NS = 16_000_000
+
+
+class TokenBucket:
+    """A token bucket whose balance may go negative, refilled from elapsed time.
+
+    The bucket holds at most `capacity` tokens and gains `rate` tokens per second. It starts
+    with `initial_tokens` (default: full). Callers `consume` what they used without asking
+    first, since work already done cannot be refused, and the balance goes negative when they
+    overdraw; a caller is throttled while the balance is not positive, and
+    `throttling_duration` says for how long. There is no timer: every call first adds the
+    refill for the time elapsed since the previous one, capped at `capacity`.
+
+    Burst maths, for rate ``r`` and capacity ``b`` (default ``b = r``, one second of rate):
+
+    - From full, callers consuming at ``M > r`` tokens per second empty the bucket in
+      ``b / (M - r)`` seconds, a burst of ``b * M / (M - r)`` tokens (about ``b`` when
+      ``M`` is much larger than ``r``).
+    - Over any ``T`` seconds, callers that wait for a positive balance before going on
+      consume at most ``b + r * T`` tokens plus the overdraft of the last call. So the
+      long-run rate is ``r``, and the largest single call should stay small next to
+      ``r`` (the Spark helpers slice work to about 100 ms of rate).
+    - ``throttling_duration(required)`` is ``(max(required, 0.016 * r) - balance) / r``:
+      time to repay the debt and gain a 16 ms cushion, so that a released caller does not
+      wake up for a few tokens' worth of work.
+
+    Pulsar's example holds exactly: ``TokenBucket(10, 100, 0)``, 5 s later
+    ``consume(100)`` leaves ``tokens == -50`` and ``throttling_duration() == 5.1``.
+
+    Rates resolve to a millionth of a token per second (a float rate is rounded to that, so
+    ``0.1`` is exactly a tenth); amounts and capacities to 10**-15 of a token. Whole-token
+    amounts are exact, and repeated refill never drifts.
+
+    `clock` returns monotonic nanoseconds, `time.monotonic_ns` by default; tests inject a
+    fake one and never sleep. Every method may be called from any thread.
+    """
+
+    # Thread safety. CPython has no compare-and-swap, and the GIL does not make a
+    # read-modify-write of several attributes atomic (free-threaded builds have no GIL at
+    # all), so the balance only ever changes under `_lock`. But an uncontended Lock costs as
+    # much as the rest of consume() put together, and consume() is the hot call, so it
+    # borrows PIP-322's idea of deferring work without losing any: while the bucket cannot
+    # reach its capacity before `_fast_until`, consume() only appends the amount to
+    # `_pending` (list.append is atomic, with or without the GIL) and the next locked call
+    # folds the list into the balance. Unlike PIP-322 this is exact, not eventually
+    # consistent: refill is only ever cut by the capacity, which the balance cannot reach
+    # before `_fast_until` even with nothing consumed, so folding the consumption in late
+    # gives the same balance as applying every call at once. Folding takes the first `k`
+    # items and deletes exactly those, so an append racing with it lands in the next fold.
+    __slots__ = (
+        "_balance",
+        "_capacity",
+        "_clock",
+        "_credited",
+        "_fast_until",
+        "_last",
+        "_lock",
+        "_pending",
+        "_pending_append",
+        "_rate",
+    )
+
+    def __init__(
+        self,
+        rate: float,
+        capacity: float | None = None,
+        initial_tokens: float | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self._rate = _rate_steps(rate)
+        self._capacity = _capacity_units(capacity, self._rate)
+        if initial_tokens is None:
+            self._balance = self._capacity
+        else:
+            self._balance = _units(initial_tokens, "initial_tokens", allow_negative=True)
+            if self._balance > self._capacity:
+                raise ValueError(
+                    f"initial_tokens ({initial_tokens!r}) must not exceed the capacity "
+                    f"({self._capacity / _UNITS_PER_TOKEN!r})."
+                )
+        if clock is None:
+            clock = time.monotonic_ns
+        elif not callable(clock):
+            raise TypeError(
+                f"clock must be a callable returning monotonic nanoseconds, not "
+                f"{type(clock).__name__}."
+            )
+        self._clock = clock
+        self._last = clock()
+        if type(self._last) is not int:
+            raise TypeError(
+                f"clock must return nanoseconds as an int, but it returned "
+                f"{type(self._last).__name__}."
+            )
+        self._lock = threading.Lock()
+        self._credited = 0  # every unit of refill ever added; orders waiting callers
+        self._pending: list[int] = []
+        self._pending_append = self._pending.append
+        self._fast_until = self._last
+        self._reopen(self._last)
+
+    @property
+    def rate(self) -> float:
+        """Tokens added per second."""
+        return self._rate / _RATE_STEPS_PER_TOKEN
+
+    @property
+    def capacity(self) -> float:
+        """The most tokens the bucket holds."""
+        return self._capacity / _UNITS_PER_TOKEN
+
+    @property
+    def tokens(self) -> float:
+        """The balance now: negative while in debt."""
+        with self._lock:
+            self._reopen(self._sync())
+            return self._balance / _UNITS_PER_TOKEN
+
+    def consume(self, n: float = 1) -> None:
+        """Take `n` tokens, even if that drives the balance negative."""
+        if type(n) is int and n >= 0 and self._clock() < self._fast_until:
+            self._pending_append(n)
+        else:
+            self._consume_locked(_units(n, "n"))
+
+    def consume_and_check(self, n: float = 1) -> bool:
+        """Take `n` tokens; true while the balance after that is above 0."""
+        units = _units(n, "n")
+        with self._lock:
+            now = self._sync()
+            self._balance -= units
+            self._reopen(now)
+            return self._balance > 0
+
+    def contains_tokens(self) -> bool:
+        """True while the balance is above 0."""
+        with self._lock:
+            self._reopen(self._sync())
+            return self._balance > 0
+
+    def throttling_duration(self, required: float = 1) -> float:
+        """Seconds until the balance reaches ``max(required, 16 ms of rate)``; 0 if it has.
+
+        `required` may not exceed the capacity, since the balance never would. If 16 ms of
+        rate exceeds a tiny capacity, the target is the capacity.
+        """
+        units = _units(required, "required")
+        with self._lock:
+            self._reopen(self._sync())
+            if units > self._capacity:
+                raise ValueError(
+                    f"required ({required!r}) exceeds the capacity "
+                    f"({self._capacity / _UNITS_PER_TOKEN!r}), so the balance can never "
+                    f"reach it."
+                )
+            deficit = self._target(units) - self._balance
+            rate = self._rate
+        if deficit <= 0:
+            return 0.0
+        return _ceil_div(deficit, rate) / _NS_PER_SECOND
+
+    def set_rate(self, rate: float, capacity: float | None = None) -> None:
+        """Change the rate, and the capacity (default: one second of the new rate).
+
+        Refill up to now is credited at the old rate first. Debt is kept, and a larger
+        capacity is not filled up: only time adds tokens. A smaller capacity drops the tokens
+        above it.
+        """
+        steps = _rate_steps(rate)
+        capacity_units = _capacity_units(capacity, steps)
+        with self._lock:
+            now = self._sync()
+            self._rate = steps
+            self._capacity = capacity_units
+            self._balance = min(self._balance, capacity_units)
+            self._reopen(now)
+
+    def __repr__(self) -> str:
+        return f"TokenBucket(rate={self.rate!r}, capacity={self.capacity!r})"
+
+    # The methods below are for Limiter, which charges several buckets and orders the callers
+    # it holds back. A ticket is the value `_credited` must reach for a caller's own charge
+    # to be repaid with a 16 ms cushion, whatever is charged after it: later callers always
+    # hold larger tickets, which makes release first in, first out, and a rate change while
+    # a caller waits moves its release time by exactly the right amount.
+
+    def _charge(self, units: int) -> int | None:
+        """Take `units`; None if the balance stays positive, else the caller's ticket."""
+        with self._lock:
+            now = self._sync()
+            self._balance -= units
+            self._reopen(now)
+            if self._balance > 0:
+                return None
+            return self._credited + self._target(_UNITS_PER_TOKEN) - self._balance
+
+    def _ns_until(self, ticket: int) -> int:
+        """Nanoseconds until `ticket` is repaid at the current rate; 0 once it is."""
+        with self._lock:
+            self._reopen(self._sync())
+            remaining = ticket - self._credited
+            if remaining <= 0:
+                return 0
+            return _ceil_div(remaining, self._rate)
+
+    # Helpers, called with the lock held.
+
+    def _consume_locked(self, units: int) -> None:
+        with self._lock:
+            now = self._sync()
+            self._balance -= units
+            self._reopen(now)
+
+    def _sync(self) -> int:
+        """Fold pending consumption into the balance, then add refill up to now."""
+        now = self._clock()
+        balance = self._balance
+        pending = self._pending
+        count = len(pending)
+        if count:
+            balance -= sum(pending[:count]) * _UNITS_PER_TOKEN
+            del pending[:count]
+        elapsed = now - self._last
+        if elapsed > 0:
+            self._last = now
+            # The balance never exceeds the capacity, so capping cannot lower it.
+            refilled = min(balance + elapsed * self._rate, self._capacity)
+            self._credited += refilled - balance
+            balance = refilled
+        self._balance = balance
+        return now
+
+    def _reopen(self, now: int) -> None:
+        """Let consume() skip the lock until the balance could reach the capacity."""
+        headroom = self._capacity - self._balance
+        if headroom <= 0:
+            self._fast_until = now
+        else:
+            self._fast_until = now + min(_RESOLUTION_NS, headroom // self._rate)
+
+    def _target(self, required: int) -> int:
+        return max(required, min(self._rate * _RESOLUTION_NS, self._capacity))
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _real(value: object, name: str) -> Fraction:
+    """`value` as an exact fraction, if it is a finite real number (and not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, not {type(value).__name__}.")
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, not {value!r}.")
+    if isinstance(value, (numbers.Rational, float)):
+        return Fraction(value)
+    return Fraction(float(value))
+
+
+def _units(value: object, name: str, *, allow_negative: bool = False) -> int:
+    """A number of tokens as units of the balance, refusing negative amounts."""
+    exact: int | Fraction = value if type(value) is int else _real(value, name)
+    if exact < 0 and not allow_negative:
+        raise ValueError(f"{name} must not be negative, but it is {value!r}.")
+    return round(exact * _UNITS_PER_TOKEN)
+
+
+def _rate_steps(rate: object) -> int:
+    """A rate as millionths of a token per second, which is also units per nanosecond."""
+    exact = _real(rate, "rate")
+    if exact <= 0:
+        raise ValueError(f"rate must be above 0 tokens per second, but it is {rate!r}.")
+    steps = round(exact * _RATE_STEPS_PER_TOKEN)
+    if steps == 0:
+        raise ValueError(
+            f"rate ({rate!r}) is below the smallest rate a TokenBucket resolves, "
+            f"one millionth of a token per second."
+        )
+    return steps
+
+
+def _capacity_units(capacity: object, rate_steps: int) -> int:
+    if capacity is None:
+        return rate_steps * _NS_PER_SECOND
+    units = _units(capacity, "capacity", allow_negative=True)
+    if units <= 0:
+        raise ValueError(f"capacity must be above 0 tokens, but it is {capacity!r}.")
+    return units

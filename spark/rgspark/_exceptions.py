@@ -1,0 +1,86 @@
+"""The exceptions rgspark raises.
+
+Every error rgspark raises on purpose derives from `RGSparkError`, so one ``except`` clause
+catches them all; the subclasses say what went wrong and what to do about it::
+
+    RGSparkError
+    ├── ConfigurationError          options that cannot work (also a ValueError)
+    ├── AdminServerError            talking to the admin server failed
+    │   ├── ServerUnreachableError      no answer: refused, unresolvable or timed out
+    │   ├── AuthenticationError         401: no token, or a token the server rejects
+    │   ├── PermissionDeniedError       403: a valid token without the right
+    │   ├── NamespaceNotFoundError      404: the tenant or namespace does not exist
+    │   └── UnexpectedResponseError     any other status, or a body that is not the API's
+    └── PolicyUnavailableError      enforcement needs a policy and none was ever fetched
+
+Bad arguments to the limiter (`TokenBucket`, `Limiter`) are programming errors, not runtime
+conditions, so they raise the built-in `ValueError` and `TypeError` instead.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AdminServerError",
+    "AuthenticationError",
+    "ConfigurationError",
+    "NamespaceNotFoundError",
+    "PermissionDeniedError",
+    "PolicyUnavailableError",
+    "RGSparkError",
+    "ServerUnreachableError",
+    "UnexpectedResponseError",
+]
+
+
+class RGSparkError(Exception):
+    """Base class of every error rgspark raises on purpose."""
+
+
+class ConfigurationError(RGSparkError, ValueError):
+    """The options given to rgspark cannot work: a malformed URL, an unknown kind, and so on.
+
+    Also a `ValueError`, so code that validates its own inputs with ``except ValueError``
+    keeps working.
+    """
+
+
+class AdminServerError(RGSparkError):
+    """Talking to the admin server failed.
+
+    `status_code` is the HTTP status when the server answered, and `reason` the ``reason``
+    field of its Pulsar-style error body when it sent one.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, reason: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.reason = reason
+
+
+class ServerUnreachableError(AdminServerError):
+    """The admin server did not answer: the connection was refused or timed out, or the
+    host name does not resolve."""
+
+
+class AuthenticationError(AdminServerError):
+    """The server answered 401: the request had no token, or one it does not accept
+    (malformed, wrongly signed or expired)."""
+
+
+class PermissionDeniedError(AdminServerError):
+    """The server answered 403: the token is valid, but its role may not do this."""
+
+
+class NamespaceNotFoundError(AdminServerError):
+    """The server answered 404: the tenant or namespace does not exist."""
+
+
+class UnexpectedResponseError(AdminServerError):
+    """The server answered with a status or a body that the admin API does not define."""
+
+
+class PolicyUnavailableError(RGSparkError):
+    """Enforcement needs the group's policy, none has ever been fetched, and the client was
+    configured to fail rather than run unlimited in that case."""

@@ -1,0 +1,116 @@
+"""Several limits on one caller, released first in, first out (PIP-322's throttle count and
+fair queue)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Awaitable, Iterable, Mapping
+from typing import Callable, Union
+
+from ._bucket import TokenBucket, _units
+
+__all__ = ["Charges", "Limiter"]
+
+#: What one call charges: how many tokens to take from each bucket, as a mapping or as
+#: (bucket, amount) pairs, e.g. ``{group_msgs: rows, group_bytes: nbytes}``.
+Charges = Union[Mapping[TokenBucket, float], Iterable[tuple[TokenBucket, float]]]
+
+_Tickets = list[tuple[TokenBucket, int]]
+
+
+class Limiter:
+    """Holds callers back while any bucket they were charged against is in debt.
+
+    A caller is charged against every bucket that limits it at once (a group's msgs and
+    bytes, a local cap) and may go on when all of them are clear. Charging comes first, as in
+    PIP-322, because the work is usually done already (a batch was read, a request sent); the
+    wait that follows is what holds the long-run rate to each bucket's rate.
+
+    A bucket is clear for a caller once refill has repaid everything charged to it up to and
+    including that caller, plus a 16 ms cushion (`TokenBucket.throttling_duration`). What
+    later callers charge does not hold an earlier one back, so a caller that charged earlier
+    is always released earlier: waiting callers leave in the order they came, and a thread
+    that comes back for more queues behind the others, so none starves. The wait is
+    re-evaluated after every sleep, so a rate change while a caller waits takes effect.
+
+    Three ways to wait:
+
+    - `acquire` charges, then sleeps until clear (with `sleep`, `time.sleep` by default;
+      tests inject one driven by a fake clock);
+    - `charge` charges and returns the seconds to wait without sleeping, for callers that
+      run their own loop;
+    - `acquire_async` is `acquire` for asyncio (with `async_sleep`, `asyncio.sleep` by
+      default).
+
+    Buckets may be shared by several limiters; each charge is counted wherever it happens.
+    """
+
+    __slots__ = ("_async_sleep", "_lock", "_sleep")
+
+    def __init__(
+        self,
+        *,
+        sleep: Callable[[float], object] | None = None,
+        async_sleep: Callable[[float], Awaitable[object]] | None = None,
+    ) -> None:
+        self._sleep: Callable[[float], object] = time.sleep if sleep is None else sleep
+        self._async_sleep = async_sleep
+        # Charging several buckets is made one step, so that two callers are charged in the
+        # same order on every bucket and their release order is the same on all of them.
+        self._lock = threading.Lock()
+
+    def charge(self, charges: Charges) -> float:
+        """Charge every bucket; return the seconds to wait before going on (0.0 if none)."""
+        return _wait_ns(self._charge(charges)) / 1e9
+
+    def acquire(self, charges: Charges) -> float:
+        """Charge every bucket, then sleep until all are clear; return the seconds slept."""
+        tickets = self._charge(charges)
+        waited = 0.0
+        while True:
+            seconds = _wait_ns(tickets) / 1e9
+            if not seconds:
+                return waited
+            self._sleep(seconds)
+            waited += seconds
+
+    async def acquire_async(self, charges: Charges) -> float:
+        """`acquire` for asyncio: charge, then await until all are clear."""
+        sleep = self._async_sleep
+        if sleep is None:
+            import asyncio  # only asyncio users pay for importing it
+
+            sleep = asyncio.sleep
+        tickets = self._charge(charges)
+        waited = 0.0
+        while True:
+            seconds = _wait_ns(tickets) / 1e9
+            if not seconds:
+                return waited
+            await sleep(seconds)
+            waited += seconds
+
+    def _charge(self, charges: Charges) -> _Tickets:
+        pairs = charges.items() if isinstance(charges, Mapping) else charges
+        # Every amount is checked before any bucket is charged, so a bad one charges nothing.
+        checked: list[tuple[TokenBucket, int]] = []
+        for bucket, amount in pairs:
+            if not isinstance(bucket, TokenBucket):
+                raise TypeError(
+                    f"charges must map TokenBucket objects to amounts, but one key is a "
+                    f"{type(bucket).__name__}."
+                )
+            checked.append((bucket, _units(amount, "the amount charged to a bucket")))
+        tickets: _Tickets = []
+        with self._lock:
+            for bucket, units in checked:
+                ticket = bucket._charge(units)
+                if ticket is not None:
+                    tickets.append((bucket, ticket))
+        return tickets
+
+
+def _wait_ns(tickets: _Tickets) -> int:
+    """Nanoseconds until every ticket is repaid: the caller waits for its slowest bucket."""
+    return max((bucket._ns_until(ticket) for bucket, ticket in tickets), default=0)
