@@ -1,0 +1,98 @@
+"""The README's server command for real, and a database that is down."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from app.auth import create_token
+from app.main import create_app
+from tests.conftest import make_settings
+
+RGADMIN = str(Path(sys.executable).with_name("rgadmin"))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """``rgadmin serve`` in an empty directory with no RG_ settings at all."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RG_")}
+    port = free_port()
+    process = subprocess.Popen(
+        [RGADMIN, "serve", "--port", str(port), "--no-access-log"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the server did not come up")
+        yield url, tmp_path
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.communicate(timeout=15)
+
+
+def test_first_run_is_secured_and_tells_how_to_get_a_token(served: tuple[str, Path]) -> None:
+    url, directory = served
+    assert (directory / "data" / "secret.key").stat().st_mode & 0o077 == 0
+    assert httpx.get(f"{url}/admin/v2/resourcegroups").status_code == 401
+
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RG_")}
+    token = subprocess.run(
+        [RGADMIN, "tokens", "create", "--subject", "admin"],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    put = httpx.put(
+        f"{url}/admin/v2/resourcegroups/rg", json={"publishRateInMsgs": 5}, headers=headers
+    )
+    assert put.status_code == 204
+    got = httpx.get(f"{url}/admin/v2/resourcegroups/rg", headers=headers)
+    assert got.json()["publishRateInMsgs"] == 5
+
+
+def test_database_down_is_a_quick_503(secret_key: bytes) -> None:
+    # Nothing listens on port 1: the connection is refused at once, as with a stopped server.
+    app = create_app(make_settings("postgresql://postgres@127.0.0.1:1/none", secret_key))
+    client = TestClient(app, raise_server_exceptions=False)
+    started = time.monotonic()
+    assert client.get("/health").status_code == 503
+    response = client.get("/admin/v2/resourcegroups", headers=bearer_for(secret_key))
+    assert response.status_code == 503
+    assert response.json() == {"reason": "Database unavailable"}
+    assert time.monotonic() - started < 10
+
+
+def bearer_for(secret_key: bytes) -> dict[str, str]:
+    return {"Authorization": f"Bearer {create_token(subject='admin', secret_key=secret_key)}"}
