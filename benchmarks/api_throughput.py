@@ -1,0 +1,464 @@
+"""How close does our server come to a bare FastAPI endpoint on its hottest read?
+
+    python -m benchmarks.api_throughput [--seconds 4] [--rounds 5] [--concurrency 32]
+                                        [--workers 1] [--warmup 1] [--no-pin]
+
+prints one JSON object: requests per second and p50/p99 latency of
+``GET /admin/v2/resourcegroups/{rg}`` on our server and on a bare endpoint, and the ratio of
+their medians (ours / bare).
+
+- ours: ``rgadmin serve --no-access-log`` as the README runs it, in a fresh temporary
+  directory, so it generates its own ``data/secret.key`` and SQLite ``data/resourcegroups.db``.
+  The group is created with a PUT and read with a superuser token from
+  ``rgadmin tokens create --subject admin``, run in that directory.
+- bare: ``bare_app`` below, an ``async`` endpoint on the same path returning a constant with
+  the same JSON body, run by ``uvicorn`` with the same workers, loop, HTTP parser and logging.
+
+Both servers run for the whole benchmark and are measured in alternating rounds (bare, ours,
+bare, ours, ...) after a warm-up, so drifting load on a shared machine hits both alike; the
+figures are medians over rounds. Both get the very same request bytes, token included.
+
+On two cores the client can easily be what limits the rate, making every server look the
+same. The client here (``benchmarks._http_load``) is raw keep-alive sockets with a prebuilt
+request, and where the machine allows it the servers are pinned to one CPU and the client to
+another, so neither steals the other's time; the JSON reports the client's and the servers'
+CPU use per round, which shows who was saturated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from benchmarks._http_load import LoadResult, build_get, event_loop_name, percentile, run_load
+
+HOST = "127.0.0.1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+GROUP = "bench-group"
+GROUP_PATH = f"/admin/v2/resourcegroups/{GROUP}"
+# Every field set, so the body read back is exactly this and the bare endpoint can return it.
+GROUP_BODY = {
+    "publishRateInMsgs": 2000,
+    "publishRateInBytes": 10485760,
+    "dispatchRateInMsgs": 1000,
+    "dispatchRateInBytes": 5242880,
+    "replicationDispatchRateInMsgs": -1,
+    "replicationDispatchRateInBytes": -1,
+}
+READY_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 10.0
+BAR = 0.7
+
+bare_app = FastAPI()
+
+
+@bare_app.get("/admin/v2/resourcegroups/{rg}")
+async def bare_get_resource_group(rg: str) -> dict[str, int]:
+    return GROUP_BODY
+
+
+@dataclass
+class Server:
+    name: str
+    command: list[str]
+    cwd: Path
+    port: int
+    ready_path: str
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def cpu_seconds(self) -> float | None:
+        return None if self.process is None else _process_tree_cpu_seconds(self.process.pid)
+
+
+# processes
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _clean_env() -> dict[str, str]:
+    # The README's defaults are what is measured: no RG_* setting may leak in from the caller.
+    return {name: value for name, value in os.environ.items() if not name.startswith("RG_")}
+
+
+def _rgadmin() -> list[str]:
+    script = Path(sys.executable).parent / "rgadmin"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
+def _start(server: Server, env: dict[str, str]) -> None:
+    with server.log.open("wb") as log:
+        # A session of its own, so stopping it stops every worker it forked.
+        server.process = subprocess.Popen(
+            server.command,
+            cwd=server.cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _stop(server: Server) -> None:
+    process = server.process
+    if process is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(STOP_TIMEOUT_SECONDS)
+    # Workers that outlived their parent, or a parent that ignored SIGTERM.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _log_tail(server: Server, lines: int = 30) -> str:
+    try:
+        text = server.log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def _wait_ready(server: Server, headers: dict[str, str] | None = None) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    assert server.process is not None
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(
+                f"{server.name} server exited with {server.process.returncode}:\n"
+                + _log_tail(server)
+            )
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            status, _ = _request(server.port, "GET", server.ready_path, headers=headers)
+            if status == 200:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(
+        f"{server.name} server not ready in {READY_TIMEOUT_SECONDS}s:\n" + _log_tail(server)
+    )
+
+
+def _request(
+    port: int,
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection(HOST, port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def _process_tree_cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of ``pid`` and its descendants, from /proc (None elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    pending = [pid]
+    try:
+        while pending:
+            current = pending.pop()
+            stat = Path(f"/proc/{current}/stat").read_text()
+            # Fields after the command name, which may itself contain spaces or parentheses.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    pending += [int(child) for child in (task / "children").read_text().split()]
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / ticks
+
+
+@contextlib.contextmanager
+def _affinity(cpus: set[int] | None) -> Iterator[None]:
+    """Run the block on ``cpus``: processes started in it inherit them."""
+    if cpus is None:
+        yield
+        return
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)
+
+
+def _plan_cpus(pin: bool, workers: int) -> tuple[set[int] | None, set[int] | None]:
+    """(server CPUs, client CPUs): the client gets one CPU, the servers up to ``workers``."""
+    if not pin or not hasattr(os, "sched_setaffinity"):
+        return None, None
+    available = sorted(os.sched_getaffinity(0))
+    if len(available) < 2:
+        return None, None
+    client = {available[-1]}
+    server = set(available[: max(1, min(workers, len(available) - 1))])
+    return server, client
+
+
+# measuring
+
+
+def _side_summary(results: list[LoadResult], cpu: list[float | None]) -> dict[str, Any]:
+    latencies = sorted(value for result in results for value in result.latencies)
+    rates = [result.requests_per_second for result in results]
+    statuses: dict[str, int] = {}
+    for result in results:
+        for status, count in result.statuses.items():
+            statuses[str(status)] = statuses.get(str(status), 0) + count
+    server_cpu = [value for value in cpu if value is not None]
+    return {
+        "median_rps": round(statistics.median(rates), 1),
+        "rps_per_round": [round(rate, 1) for rate in rates],
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 3),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
+        "requests": sum(result.completed for result in results),
+        "failed": sum(result.failed for result in results),
+        "statuses": statuses,
+        "client_cpu_per_round": [
+            round(result.client_cpu_seconds / result.seconds, 3) for result in results
+        ],
+        "server_cpu_per_round": [round(value, 3) for value in server_cpu] or None,
+    }
+
+
+def _measure(
+    server: Server, request: bytes, concurrency: int, seconds: float
+) -> tuple[LoadResult, float | None]:
+    """One round; also the server's CPU seconds per wall second over it."""
+    cpu_before = server.cpu_seconds()
+    started = time.perf_counter()
+    result = run_load(HOST, server.port, request, concurrency=concurrency, seconds=seconds)
+    wall = time.perf_counter() - started
+    cpu_after = server.cpu_seconds()
+    if cpu_before is None or cpu_after is None:
+        return result, None
+    return result, (cpu_after - cpu_before) / wall
+
+
+def _versions() -> dict[str, str]:
+    names = ("fastapi", "starlette", "uvicorn", "pydantic", "sqlalchemy", "uvloop", "httptools")
+    found: dict[str, str] = {"python": platform.python_version()}
+    for name in names:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    return found
+
+
+def _uvicorn_http() -> str:
+    # What uvicorn's "auto" settings pick in this interpreter, which both servers run on.
+    try:
+        import httptools  # noqa: F401
+    except ImportError:
+        return "h11"
+    return "httptools"
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="Length of each round.")
+    parser.add_argument("--rounds", type=int, default=5, help="Rounds per server.")
+    parser.add_argument("--concurrency", type=int, default=32, help="Keep-alive connections.")
+    parser.add_argument("--workers", type=int, default=1, help="Worker processes per server.")
+    parser.add_argument(
+        "--warmup", type=float, default=1.0, help="Unmeasured seconds per server first."
+    )
+    parser.add_argument(
+        "--no-pin", dest="pin", action="store_false", help="Do not pin servers and client."
+    )
+    args = parser.parse_args(argv)
+    if args.seconds <= 0 or args.rounds < 1 or args.concurrency < 1 or args.workers < 1:
+        parser.error("--seconds must be positive; --rounds, --concurrency, --workers >= 1")
+    return args
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    # Turn SIGTERM into an exception, so the servers are stopped on the way out.
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    server_cpus, client_cpus = _plan_cpus(args.pin, args.workers)
+    workdir = Path(tempfile.mkdtemp(prefix="rg-api-throughput-"))
+    env = _clean_env()
+    workers = ["--workers", str(args.workers)]
+    ours_port, bare_port = _free_port(), _free_port()
+    ours = Server(
+        name="ours",
+        command=[
+            *_rgadmin(),
+            *("serve", "--host", HOST, "--port", str(ours_port), *workers, "--no-access-log"),
+        ],
+        cwd=workdir,
+        port=ours_port,
+        ready_path="/health",
+        log=workdir / "ours.log",
+    )
+    # The same settings `rgadmin serve` hands uvicorn.run: log level, proxy headers, no access log.
+    bare = Server(
+        name="bare",
+        command=[
+            *(sys.executable, "-m", "uvicorn", "benchmarks.api_throughput:bare_app"),
+            *("--host", HOST, "--port", str(bare_port), *workers),
+            *("--no-access-log", "--no-proxy-headers", "--log-level", "info"),
+        ],
+        cwd=REPO_ROOT,
+        port=bare_port,
+        ready_path=GROUP_PATH,
+        log=workdir / "bare.log",
+    )
+    try:
+        with _affinity(server_cpus):
+            _start(ours, env)
+            _start(bare, env)
+        if client_cpus is not None:
+            os.sched_setaffinity(0, client_cpus)
+        _wait_ready(ours)
+        _wait_ready(bare)
+        report = _benchmark(args, ours, bare, env)
+    finally:
+        _stop(ours)
+        _stop(bare)
+        shutil.rmtree(workdir, ignore_errors=True)
+    report["config"]["cpu_pinning"] = (
+        {"server_cpus": sorted(server_cpus), "client_cpus": sorted(client_cpus or ())}
+        if server_cpus is not None
+        else "off"
+    )
+    print(json.dumps(report, indent=2))
+    return 0 if report["ours"]["failed"] == 0 and report["bare"]["failed"] == 0 else 1
+
+
+def _benchmark(
+    args: argparse.Namespace, ours: Server, bare: Server, env: dict[str, str]
+) -> dict[str, Any]:
+    token = subprocess.run(
+        [*_rgadmin(), "tokens", "create", "--subject", "admin"],
+        cwd=ours.cwd,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    auth = {"Authorization": f"Bearer {token}"}
+    status, body = _request(
+        ours.port,
+        "PUT",
+        GROUP_PATH,
+        headers={**auth, "Content-Type": "application/json"},
+        body=json.dumps(GROUP_BODY).encode(),
+    )
+    if status != 204:
+        raise RuntimeError(f"PUT {GROUP_PATH} answered {status}: {body!r}")
+    # Both must answer the same thing, or the comparison is not like for like.
+    bodies = {}
+    for server in (ours, bare):
+        status, body = _request(server.port, "GET", GROUP_PATH, headers=auth)
+        if status != 200 or json.loads(body) != GROUP_BODY:
+            raise RuntimeError(f"{server.name}: GET {GROUP_PATH} answered {status}: {body!r}")
+        bodies[server.name] = body
+
+    requests = {
+        server.name: build_get(HOST, server.port, GROUP_PATH, auth) for server in (ours, bare)
+    }
+    order = (bare, ours)
+    if args.warmup > 0:
+        for server in order:
+            run_load(
+                HOST,
+                server.port,
+                requests[server.name],
+                concurrency=args.concurrency,
+                seconds=args.warmup,
+            )
+    results: dict[str, list[LoadResult]] = {"ours": [], "bare": []}
+    cpu: dict[str, list[float | None]] = {"ours": [], "bare": []}
+    for _ in range(args.rounds):
+        for server in order:
+            result, server_cpu = _measure(
+                server, requests[server.name], args.concurrency, args.seconds
+            )
+            results[server.name].append(result)
+            cpu[server.name].append(server_cpu)
+
+    summary = {name: _side_summary(results[name], cpu[name]) for name in ("ours", "bare")}
+    ratio = summary["ours"]["median_rps"] / summary["bare"]["median_rps"]
+    per_round = [
+        o.requests_per_second / b.requests_per_second
+        for o, b in zip(results["ours"], results["bare"], strict=True)
+        if b.requests_per_second > 0
+    ]
+    return {
+        "benchmark": "api_throughput",
+        "endpoint": f"GET /admin/v2/resourcegroups/{{rg}} (superuser token, rg={GROUP})",
+        "ratio": round(ratio, 3),
+        "ratio_per_round": [round(value, 3) for value in per_round],
+        "bar": BAR,
+        "meets_bar": ratio >= BAR,
+        "ours": {
+            "server": " ".join(["rgadmin", *ours.command[len(_rgadmin()) :]]),
+            "database": "sqlite:///data/resourcegroups.db (default, fresh temporary directory)",
+            **summary["ours"],
+        },
+        "bare": {
+            "server": "uvicorn " + " ".join(bare.command[3:]),
+            "endpoint": "async def, str path parameter, returns a constant dict[str, int]",
+            **summary["bare"],
+        },
+        "config": {
+            "concurrency": args.concurrency,
+            "seconds_per_round": args.seconds,
+            "rounds": args.rounds,
+            "warmup_seconds_per_server": args.warmup,
+            "workers": args.workers,
+            "order": "alternating rounds: bare, ours, bare, ours, ...",
+            "response_bytes": {name: len(body) for name, body in bodies.items()},
+            "uvicorn_loop": event_loop_name(),
+            "uvicorn_http": _uvicorn_http(),
+            "load_generator": (
+                f"benchmarks._http_load: {event_loop_name()} protocols, HTTP/1.1 keep-alive, "
+                "one request in flight per connection"
+            ),
+            "cpus": os.cpu_count(),
+            "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
+            "versions": _versions(),
+        },
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
