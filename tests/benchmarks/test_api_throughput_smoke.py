@@ -1,0 +1,44 @@
+"""The API throughput benchmark runs end to end, tiny, and reports what it promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_api_throughput_runs_and_reports() -> None:
+    completed = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.api_throughput"),
+            *("--seconds", "0.5", "--rounds", "1", "--concurrency", "4", "--warmup", "0"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+
+    assert report["ratio"] > 0
+    assert {"bar", "meets_bar", "ratio_per_round", "config"} <= report.keys()
+    for side in ("ours", "bare"):
+        figures = report[side]
+        assert figures["median_rps"] > 0
+        assert len(figures["rps_per_round"]) == 1
+        assert 0 < figures["p50_ms"] <= figures["p99_ms"]
+        assert figures["requests"] > 0
+        assert figures["failed"] == 0
+        assert set(figures["statuses"]) == {"200"}
+    config = report["config"]
+    assert config["concurrency"] == 4
+    assert config["seconds_per_round"] == 0.5
+    assert config["rounds"] == 1
+    assert config["workers"] == 1
+    assert "cpu_pinning" in config
+    # Both servers answered the same body, so the comparison was like for like.
+    assert config["response_bytes"]["ours"] == config["response_bytes"]["bare"]
