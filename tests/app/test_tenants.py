@@ -182,6 +182,22 @@ class TestBadBodies:
             )
         assert reason(response, 400) == expected
 
+    @pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded"])
+    @pytest.mark.parametrize("method", ["PUT", "POST"])
+    def test_body_not_sent_as_json_is_400(
+        self, client: TestClient, unchanged: Any, method: str, content_type: str
+    ) -> None:
+        make_tenant(client, "t", ("alice",))
+        path = f"{TENANTS}/{'new' if method == 'PUT' else 't'}"
+        with unchanged():
+            response = client.request(
+                method,
+                path,
+                content=b'{"adminRoles": ["bob"]}',
+                headers={"Content-Type": content_type},
+            )
+        assert reason(response, 400)
+
 
 class TestRoles:
     @pytest.mark.parametrize("role", ["tenant-admin", "job", "stranger"])
