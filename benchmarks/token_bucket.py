@@ -1,6 +1,6 @@
 """How fast is `TokenBucket.consume`, next to the rate limiters people would otherwise use?
 
-    python -m benchmarks.token_bucket [--seconds 6] [--rounds 7]
+    python -m benchmarks.token_bucket [--seconds 8] [--rounds 9]
 
 prints one JSON object: single-thread calls per second of each limiter's "take one token"
 call, our ratio to each peer, and the throughput of two threads sharing one of our buckets.
@@ -189,10 +189,10 @@ def measure(seconds: float, rounds: int) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--seconds", type=float, default=6.0, help="total time spent measuring (default 6)"
+        "--seconds", type=float, default=8.0, help="total time spent measuring (default 8)"
     )
     parser.add_argument(
-        "--rounds", type=int, default=7, help="rounds whose median is reported (default 7)"
+        "--rounds", type=int, default=9, help="rounds whose median is reported (default 9)"
     )
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.rounds < 1:

@@ -27,12 +27,13 @@ class Limiter:
     PIP-322, because the work is usually done already (a batch was read, a request sent); the
     wait that follows is what holds the long-run rate to each bucket's rate.
 
-    A bucket is clear for a caller once refill has repaid everything charged to it up to and
-    including that caller, plus a 16 ms cushion (`TokenBucket.throttling_duration`). What
-    later callers charge does not hold an earlier one back, so a caller that charged earlier
-    is always released earlier: waiting callers leave in the order they came, and a thread
-    that comes back for more queues behind the others, so none starves. The wait is
-    re-evaluated after every sleep, so a rate change while a caller waits takes effect.
+    A bucket is clear for a caller once refill has repaid the debt charged to it up to and
+    including that caller. What later callers charge does not hold an earlier one back, and
+    a newcomer finds the debt of everyone before it, so a caller that charged earlier is
+    always released earlier: waiting callers leave in the order they came, and a thread that
+    comes back for more queues behind the others, so none starves. Each caller sleeps once,
+    until its own turn, rather than polling; the wait is re-evaluated after every sleep, so
+    a rate change while a caller waits takes effect.
 
     Three ways to wait:
 

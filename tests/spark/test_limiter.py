@@ -26,15 +26,23 @@ class TestCharge:
     def test_waits_for_the_slowest_bucket_in_debt(self, clock: FakeClock) -> None:
         msgs = TokenBucket(10, clock=clock)
         nbytes = TokenBucket(1000, clock=clock)
-        # msgs stays positive; bytes owes 1000 and then wants its 16 ms cushion.
-        assert Limiter().charge([(msgs, 1), (nbytes, 2000)]) == 1.016
+        # msgs stays positive; bytes owes 1000, repaid in 1 s.
+        assert Limiter().charge([(msgs, 1), (nbytes, 2000)]) == 1.0
         assert nbytes.tokens == -1000
 
     def test_later_callers_wait_longer(self, clock: FakeClock) -> None:
         bucket = TokenBucket(10, capacity=10, initial_tokens=0, clock=clock)
         limiter = Limiter()
         waits = [limiter.charge({bucket: 1}) for _ in range(5)]
-        assert waits == [0.2, 0.3, 0.4, 0.5, 0.6]
+        assert waits == [0.1, 0.2, 0.3, 0.4, 0.5]
+
+    def test_a_newcomer_queues_behind_the_debt_before_it(self, clock: FakeClock) -> None:
+        bucket = TokenBucket(10, capacity=10, initial_tokens=0, clock=clock)
+        limiter = Limiter()
+        assert limiter.charge({bucket: 10}) == 1.0
+        clock.advance(0.95)
+        # 0.5 tokens are still owed, so a small charge now is released after the first.
+        assert limiter.charge({bucket: 0.1}) == 0.06
 
     def test_charges_nothing_when_an_amount_is_bad(self, clock: FakeClock) -> None:
         first = TokenBucket(10, clock=clock)
@@ -62,9 +70,9 @@ class TestAcquire:
             clock.sleep(seconds)
 
         limiter = Limiter(sleep=sleep)
-        assert limiter.acquire({msgs: 5, nbytes: 10}) == 0.6
-        assert slept == [0.6]
-        assert msgs.tokens == 1
+        assert limiter.acquire({msgs: 5, nbytes: 10}) == 0.5
+        assert slept == [0.5]
+        assert msgs.tokens == 0
         assert limiter.acquire({nbytes: 10}) == 0.0
 
     def test_a_rate_change_while_waiting_moves_the_release(self, clock: FakeClock) -> None:
@@ -81,9 +89,9 @@ class TestAcquire:
                 clock.sleep(seconds)
 
         Limiter(sleep=sleep).acquire({bucket: 20})
-        # 10 of the 20 owed are repaid at 10/s; the other 10 and the 1-token cushion at 20/s.
-        assert slept == [2.1, 0.55]
-        assert bucket.tokens == 1
+        # 10 of the 20 owed are repaid at 10/s, the other 10 at 20/s.
+        assert slept == [2.0, 0.5]
+        assert bucket.tokens == 0
 
     def test_asyncio(self, clock: FakeClock) -> None:
         bucket = TokenBucket(100, capacity=100, initial_tokens=0, clock=clock)
@@ -96,8 +104,7 @@ class TestAcquire:
         async def main() -> list[float]:
             return [await limiter.acquire_async({bucket: 50}) for _ in range(2)]
 
-        # The first waits for its debt and the 16 ms cushion; the second finds the cushion.
-        assert asyncio.run(main()) == [0.516, 0.5]
+        assert asyncio.run(main()) == [0.5, 0.5]
 
     def test_asyncio_needs_no_sleep_while_clear(self) -> None:
         bucket = TokenBucket(100)
