@@ -45,6 +45,7 @@ def test_admin_server_errors_carry_the_answer() -> None:
     assert rgspark.ServerUnreachableError("refused").status_code is None
 
 
+@pytest.mark.skipif(sys.version_info < (3, 10), reason="needs sys.stdlib_module_names")
 def test_imports_only_the_standard_library() -> None:
     # Executors get rgspark as a zip, with nothing of the server installed.
     code = (
