@@ -38,3 +38,25 @@ def require_group_reader(session: Session, principal: Principal, group: str) -> 
         raise Forbidden(
             "Only superusers and admins of a tenant using this ResourceGroup may read it"
         )
+
+
+def require_group_used_by_tenant(
+    session: Session, principal: Principal, tenant: str, group: str
+) -> None:
+    """Tenant admins may attach to a namespace only a group their tenant already uses.
+
+    Superusers decide which groups a tenant gets (by attaching them to the tenant or to one of
+    its namespaces); otherwise a tenant admin could move a namespace to an unlimited group and
+    lift its own quota.
+    """
+    if principal.is_superuser:
+        return
+    used = select(Tenant.name).where(
+        Tenant.name == tenant,
+        (Tenant.resource_group == group)
+        | Tenant.name.in_(select(Namespace.tenant).where(Namespace.resource_group == group)),
+    )
+    if session.scalar(used) is None:
+        raise Forbidden(
+            f"Tenant admins may only attach ResourceGroups that tenant {tenant} already uses"
+        )

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.schemas import NAME_RULE
+from app.schemas import NAME_RULE, ROLE_RULE
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,8 @@ def validation_reason(exc: RequestValidationError) -> str:
     where, field = (location[0], ".".join(location[1:])) if location else ("", "")
     if where == "path":
         noun = _PATH_NOUNS.get(field, field)
-        return f"Invalid {noun} name {error.get('input')!r}: must be {NAME_RULE}"
+        rule = ROLE_RULE if field == "role" else NAME_RULE
+        return f"Invalid {noun} name {error.get('input')!r}: must be {rule}"
     if where != "body":
         return f"Invalid {where} parameter '{field}': {message}"
     if kind == "json_invalid":

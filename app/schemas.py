@@ -10,6 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 NAME_PATTERN = r"^[A-Za-z0-9_\-=:.]{1,255}$"
 NAME_RULE = "1-255 ASCII letters, digits and _-=:."
 
+# Roles are token subjects, not Pulsar names: e-mail-like and non-ASCII subjects are common.
+ROLE_PATTERN = r"^[^\s\x00-\x1f\x7f]{1,255}$"
+ROLE_RULE = "1-255 characters without spaces or control characters"
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -20,7 +24,7 @@ TenantName = Annotated[str, Path(pattern=NAME_PATTERN, description=f"Tenant name
 NamespaceName = Annotated[
     str, Path(pattern=NAME_PATTERN, description=f"Namespace name: {NAME_RULE}")
 ]
-RoleName = Annotated[str, Path(pattern=NAME_PATTERN, description=f"Role: {NAME_RULE}")]
+RoleName = Annotated[str, Path(pattern=ROLE_PATTERN, description=f"Role: {ROLE_RULE}")]
 
 _UNLIMITED = "-1 or 0 means unlimited."
 MsgRate = Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)]
@@ -65,10 +69,11 @@ class ResourceGroupRead(BaseModel):
 
 
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+Role = Annotated[str, Field(pattern=ROLE_PATTERN)]
 
 
 class TenantInfo(_Body):
-    adminRoles: list[Name] = Field(
+    adminRoles: list[Role] = Field(
         default_factory=list, description="Roles that administer this tenant's namespaces."
     )
     allowedClusters: list[Name] = Field(

@@ -129,6 +129,7 @@ def set_namespace_resource_group(
 ) -> None:
     """Attach a ResourceGroup to a namespace; it takes precedence over the tenant's."""
     access.require_tenant_admin(session, principal, tenant)
+    access.require_group_used_by_tenant(session, principal, tenant, rg)
     attachments.set_for_namespace(session, tenant, namespace, rg)
 
 

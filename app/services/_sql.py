@@ -18,5 +18,8 @@ def insert(session: Session, table: Any) -> Any:
 
 def rowcount(session: Session, statement: Executable) -> int:
     """Run an INSERT, UPDATE or DELETE and return how many rows it touched."""
-    result: CursorResult[Any] = session.execute(statement)  # type: ignore[assignment]
+    # SQLAlchemy reports an INSERT's rowcount as -1 on PostgreSQL unless asked to keep it.
+    result: CursorResult[Any] = session.execute(  # type: ignore[assignment]
+        statement, execution_options={"preserve_rowcount": True}
+    )
     return result.rowcount

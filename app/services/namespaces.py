@@ -34,11 +34,7 @@ def create(session: Session, tenant: str, name: str) -> None:
     try:
         touched = rowcount(
             session,
-            insert(session, Namespace)
-            .values(tenant=tenant, name=name)
-            .on_conflict_do_nothing()
-            # SQLAlchemy reports an INSERT's rowcount as -1 on PostgreSQL unless asked to keep it.
-            .execution_options(preserve_rowcount=True),
+            insert(session, Namespace).values(tenant=tenant, name=name).on_conflict_do_nothing(),
         )
     except IntegrityError as exc:
         # The tenant was deleted between the check and the insert.

@@ -30,9 +30,7 @@ def create(session: Session, name: str, info: TenantInfo) -> None:
         session,
         insert(session, Tenant)
         .values(name=name, admin_roles=info.adminRoles, allowed_clusters=info.allowedClusters)
-        .on_conflict_do_nothing()
-        # SQLAlchemy reports an INSERT's rowcount as -1 on PostgreSQL unless asked to keep it.
-        .execution_options(preserve_rowcount=True),
+        .on_conflict_do_nothing(),
     )
     if touched == 0:
         raise Conflict("Tenant already exists")

@@ -115,11 +115,24 @@ class TestRoles:
     def test_tenant_admin_manages_its_namespaces_groups(
         self, client: TestClient, auth: Auth
     ) -> None:
+        client.post(f"{TENANT}/resourcegroup/rg1")
         admin = auth("tenant-admin")
         assert client.post(f"{NAMESPACE}/resourcegroup/rg1", headers=admin).status_code == 204
         assert attached(client, NAMESPACE, admin) == "rg1"
         assert client.delete(f"{NAMESPACE}/resourcegroup", headers=admin).status_code == 204
         assert attached(client, NAMESPACE, admin) is None
+
+    @pytest.mark.parametrize("group", ["rg2", "missing"])
+    def test_tenant_admin_cannot_pick_a_group_its_tenant_does_not_use(
+        self, client: TestClient, auth: Auth, unchanged: Any, group: str
+    ) -> None:
+        # Otherwise a tenant admin could move a namespace to an unlimited group.
+        client.post(f"{TENANT}/resourcegroup/rg1")
+        with unchanged():
+            response = client.post(
+                f"{NAMESPACE}/resourcegroup/{group}", headers=auth("tenant-admin")
+            )
+        assert "already uses" in reason(response, 403)
 
     def test_tenant_admin_reads_but_cannot_change_its_tenants_group(
         self, client: TestClient, auth: Auth, unchanged: Any

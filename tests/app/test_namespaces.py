@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 NAMESPACES = "/admin/v2/namespaces"
 BAD_NAMES = ["a b", "é", "x" * 256, "%20"]
+BAD_ROLES = ["a b", "x" * 256, "%20", "tab%09"]
 
 Auth = Callable[[str], dict[str, str]]
 
@@ -185,7 +186,15 @@ class TestPermissions:
             )
         assert reason(response, 400) == "Request body is not valid JSON"
 
-    @pytest.mark.parametrize("role", BAD_NAMES)
+    @pytest.mark.parametrize("role", ["svc@clients", "José", "CN=spark,O=acme"])
+    def test_roles_are_token_subjects_not_names(self, client: TestClient, role: str) -> None:
+        assert (
+            client.post(f"{NAMESPACES}/t/ns/permissions/{role}", json=["consume"]).status_code
+            == 204
+        )
+        assert client.get(f"{NAMESPACES}/t/ns/permissions").json()[role] == ["consume"]
+
+    @pytest.mark.parametrize("role", BAD_ROLES)
     def test_bad_role_name_is_400(self, client: TestClient, unchanged: Any, role: str) -> None:
         with unchanged():
             response = client.post(f"{NAMESPACES}/t/ns/permissions/{role}", json=["produce"])
