@@ -9,6 +9,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import pytest
+
 from rgspark import Limiter, TokenBucket
 
 if TYPE_CHECKING:

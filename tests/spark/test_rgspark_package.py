@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 import rgspark
 from rgspark import _exceptions
 

@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import pytest
+
 from rgspark import TokenBucket
 
 if TYPE_CHECKING:
