@@ -30,6 +30,9 @@ class Settings(BaseSettings):
         description="RS256/ES256 public key, as Pulsar takes it: file:///path or data:;base64,...",
     )
     superuser_roles: str = Field("admin", description="Comma-separated roles allowed everything.")
+    report_interval_seconds: float = Field(
+        1.0, gt=0, le=3600, description="How often rgspark reporters report usage."
+    )
 
     @field_validator("auth_token_secret_key", "auth_token_public_key")
     @classmethod

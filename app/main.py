@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import health, namespaces, resourcegroups, tenants
+from app.api import health, namespaces, quota, resourcegroups, tenants
 from app.api.draft_aliases import draft_alias_router
 from app.auth import TokenVerifier
 from app.config import Settings, get_settings
@@ -24,7 +27,10 @@ def operation_id(route: APIRoute) -> str:
     return route.name
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, *, clock: Callable[[], float] = time.time
+) -> FastAPI:
+    """The application; ``clock`` (seconds since the epoch) is injectable for tests."""
     settings = settings or get_settings()
     app = FastAPI(
         title="ResourceGroups for Spark",
@@ -34,6 +40,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     engine = make_engine(settings.database_url)
     app.state.settings = settings
+    app.state.clock = clock
+    app.state.last_purge = 0.0
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.token_verifier = (
@@ -41,7 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     register_error_handlers(app)
     canonical = (resourcegroups.router, tenants.router, namespaces.router)
-    for router in (*canonical, health.router):
+    for router in (*canonical, quota.router, health.router):
         app.include_router(router)
     app.include_router(draft_alias_router(*canonical))
     return app

@@ -8,12 +8,17 @@ attachment disappears with its namespace.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import (
     JSON,
+    TIMESTAMP,
     BigInteger,
     CheckConstraint,
+    Double,
     ForeignKey,
     ForeignKeyConstraint,
+    Index,
     Integer,
     MetaData,
     String,
@@ -109,3 +114,57 @@ class NamespacePermission(Base):
     namespace: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     role: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     actions: Mapped[list[str]] = mapped_column(JSON)
+
+
+DIMENSIONS = ("publish_msgs", "publish_bytes", "dispatch_msgs", "dispatch_bytes")
+
+
+class QuotaReporter(Base):
+    """An enforcing process (a Spark worker) that reports usage; gone once silent too long.
+
+    Liveness lives here, one row per process, so that a report whose per-namespace figures
+    barely moved costs one small write instead of one per namespace.
+    """
+
+    __tablename__ = "quota_reporters"
+
+    reporter_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    last_seen_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
+
+
+class QuotaUsage(Base):
+    """A reporter's latest figures for one namespace: per dimension, units per second."""
+
+    __tablename__ = "quota_usage"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant", "namespace"],
+            ["namespaces.tenant", "namespaces.name"],
+            ondelete="CASCADE",
+            name="fk_quota_usage_namespace_namespaces",
+        ),
+        # The allocator reads every reporter of a group: that is, by namespace.
+        Index("ix_quota_usage_namespace", "tenant", "namespace"),
+    )
+
+    reporter_id: Mapped[str] = mapped_column(
+        String(64),
+        ForeignKey("quota_reporters.reporter_id", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    tenant: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    written_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True))
+    publish_msgs_usage: Mapped[float] = mapped_column(Double)
+    publish_msgs_demand: Mapped[float] = mapped_column(Double)
+    publish_msgs_allocation: Mapped[float | None] = mapped_column(Double)
+    publish_bytes_usage: Mapped[float] = mapped_column(Double)
+    publish_bytes_demand: Mapped[float] = mapped_column(Double)
+    publish_bytes_allocation: Mapped[float | None] = mapped_column(Double)
+    dispatch_msgs_usage: Mapped[float] = mapped_column(Double)
+    dispatch_msgs_demand: Mapped[float] = mapped_column(Double)
+    dispatch_msgs_allocation: Mapped[float | None] = mapped_column(Double)
+    dispatch_bytes_usage: Mapped[float] = mapped_column(Double)
+    dispatch_bytes_demand: Mapped[float] = mapped_column(Double)
+    dispatch_bytes_allocation: Mapped[float | None] = mapped_column(Double)

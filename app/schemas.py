@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-NAME_PATTERN = r"^[A-Za-z0-9_\-=:.]{1,255}$"
+NAME_CHARS = r"[A-Za-z0-9_\-=:.]{1,255}"
+NAME_PATTERN = f"^{NAME_CHARS}$"
 NAME_RULE = "1-255 ASCII letters, digits and _-=:."
 
 # Roles are token subjects, not Pulsar names: e-mail-like and non-ASCII subjects are common.

@@ -7,22 +7,11 @@ from fastapi import APIRouter
 from app import access
 from app.api.deps import PrincipalDep, SessionDep, SuperuserDep
 from app.errors import BadRequest, Forbidden, NotFound, PreconditionFailed, Unauthorized, responses
-from app.models import ResourceGroup
 from app.schemas import ResourceGroupName, ResourceGroupRead, ResourceGroupUpdate
 from app.services import resourcegroups
+from app.services.resourcegroups import to_read
 
 router = APIRouter(prefix="/admin/v2/resourcegroups", tags=["resourcegroups"])
-
-
-def to_read(group: ResourceGroup) -> ResourceGroupRead:
-    return ResourceGroupRead(
-        publishRateInMsgs=group.publish_rate_in_msgs,
-        publishRateInBytes=group.publish_rate_in_bytes,
-        dispatchRateInMsgs=group.dispatch_rate_in_msgs,
-        dispatchRateInBytes=group.dispatch_rate_in_bytes,
-        replicationDispatchRateInMsgs=group.replication_dispatch_rate_in_msgs,
-        replicationDispatchRateInBytes=group.replication_dispatch_rate_in_bytes,
-    )
 
 
 @router.get("", responses=responses(Unauthorized, Forbidden))

@@ -8,13 +8,24 @@ from sqlalchemy.orm import Session
 
 from app.errors import NotFound, PreconditionFailed
 from app.models import RATE_COLUMNS, Namespace, ResourceGroup, Tenant
-from app.schemas import ResourceGroupUpdate
+from app.schemas import ResourceGroupRead, ResourceGroupUpdate
 from app.services._sql import insert
 
 UNLIMITED = -1
 
 # JSON field name -> column name; the model's fields are Pulsar's camelCase names.
 _COLUMN_OF = dict(zip(ResourceGroupUpdate.model_fields, RATE_COLUMNS, strict=True))
+
+
+def to_read(group: ResourceGroup) -> ResourceGroupRead:
+    return ResourceGroupRead(
+        publishRateInMsgs=group.publish_rate_in_msgs,
+        publishRateInBytes=group.publish_rate_in_bytes,
+        dispatchRateInMsgs=group.dispatch_rate_in_msgs,
+        dispatchRateInBytes=group.dispatch_rate_in_bytes,
+        replicationDispatchRateInMsgs=group.replication_dispatch_rate_in_msgs,
+        replicationDispatchRateInBytes=group.replication_dispatch_rate_in_bytes,
+    )
 
 
 def get(session: Session, name: str) -> ResourceGroup:

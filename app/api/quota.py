@@ -1,0 +1,81 @@
+"""``/quota/v1``: usage reports from enforcing processes, answered with their allocations.
+
+Not part of Pulsar's admin API: Pulsar brokers exchange usage on a topic, while rgspark's
+workers report to this server, which shares each group's quota among them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request
+
+from app.api.deps import PrincipalDep, SessionDep
+from app.errors import BadRequest, Forbidden, NotFound, Unauthorized, responses
+from app.quota import store
+from app.quota.schemas import REPORTER_ID_PATTERN, NamespacePolicy, ReportResult, UsageReport
+from app.schemas import NamespaceName, TenantName
+
+router = APIRouter(prefix="/quota/v1", tags=["quota"])
+
+ReporterId = Annotated[
+    str, Path(pattern=REPORTER_ID_PATTERN, description="A reporter's id: 1-64 of A-Z a-z 0-9 _ -")
+]
+_ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
+
+
+@router.post("/reporters/{reporterId}/reports", responses=_ERRORS)
+def report_usage(
+    *,
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    reporterId: ReporterId,
+    body: UsageReport,
+) -> ReportResult:
+    """Report usage and demand per namespace; get back each namespace's limits and allocations."""
+    state = request.app.state
+    now = state.clock()
+    interval_s = state.settings.report_interval_seconds
+    result = store.submit(
+        session,
+        principal=principal,
+        reporter_id=reporterId,
+        report=body,
+        now=now,
+        interval_s=interval_s,
+    )
+    # Purging is cheap but needless on every report; once per interval per process is plenty.
+    if now - state.last_purge >= interval_s:
+        state.last_purge = now
+        store.purge(session, datetime.fromtimestamp(now, UTC), interval_s)
+    return result
+
+
+@router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)
+def release_reporter(
+    *, session: SessionDep, principal: PrincipalDep, reporterId: ReporterId
+) -> None:
+    """Release a reporter's shares at once, as a worker does when it exits."""
+    store.release(session, principal, reporterId)
+
+
+@router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)
+def get_policy(
+    *,
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    tenant: TenantName,
+    namespace: NamespaceName,
+) -> NamespacePolicy:
+    """A namespace's effective group and limits, for a job checking its setup before it runs."""
+    key = (tenant, namespace)
+    effective = store.effective_groups(session, [key])[key]
+    store.authorize_reporting(session, principal, [key])
+    return NamespacePolicy(
+        resourceGroup=effective.group,
+        limits=store.limits_of(effective),
+        reportIntervalMs=round(request.app.state.settings.report_interval_seconds * 1000),
+    )

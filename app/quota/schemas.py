@@ -1,0 +1,82 @@
+"""Usage reports and the allocations that answer them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from app.schemas import NAME_CHARS, ResourceGroupRead
+
+#: JSON names of the four enforced dimensions.
+DIMENSION_NAMES = ("publishMsgs", "publishBytes", "dispatchMsgs", "dispatchBytes")
+
+REPORTER_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
+NAMESPACE_REF_PATTERN = f"^{NAME_CHARS}/{NAME_CHARS}$"
+MAX_NAMESPACES_PER_REPORT = 10_000
+# Far above any real rate (an exabyte per second), low enough that sums stay exact in a double.
+MAX_RATE = 1e18
+MAX_USED = 2**63 - 1
+
+UNLIMITED = -1.0
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DimensionUsage(_Body):
+    used: Annotated[StrictInt, Field(ge=0, le=MAX_USED)] = Field(
+        description="Units consumed since the reporter's previous report."
+    )
+    demand: Annotated[float, Field(ge=0, le=MAX_RATE, allow_inf_nan=False, strict=True)] = Field(
+        description="Units per second it would have used unthrottled: usage plus what it was "
+        "held back from."
+    )
+
+
+class NamespaceUsage(_Body):
+    """Per dimension; an omitted dimension is one this reporter does not use."""
+
+    publishMsgs: DimensionUsage | None = None
+    publishBytes: DimensionUsage | None = None
+    dispatchMsgs: DimensionUsage | None = None
+    dispatchBytes: DimensionUsage | None = None
+
+
+class UsageReport(_Body):
+    sentAtMs: Annotated[StrictInt, Field(ge=0, le=2**53)] = Field(
+        description="When the reporter sent this, in milliseconds since the epoch; a report "
+        "older than two report intervals on arrival is not stored."
+    )
+    intervalMs: Annotated[StrictInt, Field(ge=1, le=86_400_000)] = Field(
+        description="Milliseconds covered by `used`: the time since the previous report."
+    )
+    namespaces: dict[Annotated[str, Field(pattern=NAMESPACE_REF_PATTERN)], NamespaceUsage] = Field(
+        max_length=MAX_NAMESPACES_PER_REPORT,
+        description="Usage per namespace this reporter serves, keyed `tenant/namespace`.",
+    )
+
+
+class NamespaceAllocation(BaseModel):
+    resourceGroup: str | None = Field(
+        description="The effective group: the namespace's own, else its tenant's, else null."
+    )
+    limits: ResourceGroupRead | None = Field(description="The effective group's configured rates.")
+    allocations: dict[str, float] = Field(
+        description="This reporter's rate per dimension, per second; -1 means unlimited."
+    )
+
+
+class ReportResult(BaseModel):
+    accepted: bool = Field(
+        description="False when the report arrived too old to count; allocations still apply."
+    )
+    reportIntervalMs: int = Field(description="Report again this many milliseconds from now.")
+    namespaces: dict[str, NamespaceAllocation]
+
+
+class NamespacePolicy(BaseModel):
+    resourceGroup: str | None = Field(description="The namespace's effective group, or null.")
+    limits: ResourceGroupRead | None = Field(description="The effective group's configured rates.")
+    reportIntervalMs: int = Field(description="How often reporters of this server report.")
