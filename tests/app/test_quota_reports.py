@@ -1,0 +1,325 @@
+"""``/quota/v1``: usage reports answered with allocations, through HTTP on both databases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+
+from app.main import create_app
+from app.models import QuotaReporter, QuotaUsage
+from tests.conftest import SUPERUSER, make_settings
+
+Auth = Callable[[str], dict[str, str]]
+QUOTA = 1000
+INTERVAL_S = 1.0
+
+
+class FakeClock:
+    """Seconds since the epoch, moved by the test: reporters go silent without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def ms(self) -> int:
+        return round(self.now * 1000)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def servers(
+    database_url: str, secret_key: bytes, engine: Engine, clock: FakeClock
+) -> Iterator[list[FastAPI]]:
+    """Two server processes' worth of apps on one database, sharing one clock."""
+    apps = [create_app(make_settings(database_url, secret_key), clock=clock) for _ in range(2)]
+    yield apps
+    for app in apps:
+        app.state.engine.dispose()
+
+
+@pytest.fixture
+def world(client: TestClient) -> None:
+    """Group ``rg`` (publish 1000 msgs/s) on ``t/ns``; role ``job`` produces to it."""
+    for method, path, body in (
+        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": QUOTA}),
+        ("PUT", "/admin/v2/tenants/t", {"adminRoles": ["tenant-admin"]}),
+        ("PUT", "/admin/v2/namespaces/t/ns", None),
+        ("PUT", "/admin/v2/namespaces/t/other", None),
+        ("POST", "/admin/v2/namespaces/t/ns/resourcegroup/rg", None),
+        ("POST", "/admin/v2/namespaces/t/ns/permissions/job", ["produce"]),
+    ):
+        assert client.request(method, path, json=body).status_code == 204
+
+
+def body(clock: FakeClock, demand: float, *, used: int | None = None, ns: str = "t/ns") -> Any:
+    used = round(demand * INTERVAL_S) if used is None else used
+    return {
+        "sentAtMs": clock.ms(),
+        "intervalMs": round(INTERVAL_S * 1000),
+        "namespaces": {ns: {"publishMsgs": {"used": used, "demand": demand}}},
+    }
+
+
+def report(app: FastAPI, headers: dict[str, str], reporter: str, payload: Any) -> dict[str, Any]:
+    response = TestClient(app).post(
+        f"/quota/v1/reporters/{reporter}/reports", json=payload, headers=headers
+    )
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def allocated(result: dict[str, Any], ns: str = "t/ns") -> float:
+    rate: float = result["namespaces"][ns]["allocations"]["publishMsgs"]
+    return rate
+
+
+def stored_rows(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.scalar(select(func.count()).select_from(QuotaUsage)) or 0)
+
+
+@pytest.mark.usefixtures("world")
+class TestReports:
+    def test_answer_carries_group_limits_and_cadence(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        result = report(servers[0], auth("job"), "r1", body(clock, 300))
+        assert result["accepted"] is True
+        assert result["reportIntervalMs"] == 1000
+        namespace = result["namespaces"]["t/ns"]
+        assert namespace["resourceGroup"] == "rg"
+        assert namespace["limits"]["publishRateInMsgs"] == QUOTA
+        assert namespace["allocations"]["publishBytes"] == -1
+        assert 0 < namespace["allocations"]["publishMsgs"] <= QUOTA
+
+    def test_reporters_on_two_servers_share_the_quota(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        rates: dict[str, float] = {}
+        for _ in range(6):
+            clock.now += INTERVAL_S
+            rates["a"] = allocated(report(servers[0], job, "a", body(clock, 800)))
+            rates["b"] = allocated(report(servers[1], job, "b", body(clock, 800)))
+        assert rates["a"] == pytest.approx(QUOTA / 2, rel=0.05)
+        assert rates["b"] == pytest.approx(QUOTA / 2, rel=0.05)
+        assert sum(rates.values()) <= QUOTA * 1.05
+
+    def test_a_stale_report_is_not_stored(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        stale = body(clock, 800)
+        stale["sentAtMs"] -= round(2.5 * INTERVAL_S * 1000)
+        result = report(servers[0], auth("job"), "late", stale)
+        assert result["accepted"] is False
+        assert allocated(result) > 0
+        assert stored_rows(engine) == 0
+
+    def test_a_silent_reporters_share_returns_to_the_others(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        for _ in range(4):
+            clock.now += INTERVAL_S
+            report(servers[0], job, "quiet", body(clock, 800))
+            report(servers[1], job, "busy", body(clock, 800))
+        rate = 0.0
+        for _ in range(7):  # "quiet" stops reporting: gone after 3 intervals
+            clock.now += INTERVAL_S
+            rate = allocated(report(servers[1], job, "busy", body(clock, 800)))
+        assert rate == pytest.approx(QUOTA, rel=0.05)
+
+    def test_a_released_share_is_free_at_once(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        for _ in range(4):
+            clock.now += INTERVAL_S
+            report(servers[0], job, "leaving", body(clock, 800))
+            report(servers[0], job, "staying", body(clock, 800))
+        client = TestClient(servers[1])
+        assert client.delete("/quota/v1/reporters/leaving", headers=job).status_code == 204
+        rate = allocated(report(servers[1], job, "staying", body(clock, 800)))
+        assert rate == pytest.approx(QUOTA, rel=0.05)
+
+    def test_a_change_of_quota_reaches_the_next_report(
+        self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
+    ) -> None:
+        report(servers[0], auth("job"), "r", body(clock, 5000))
+        client.put("/admin/v2/resourcegroups/rg", json={"publishRateInMsgs": 200})
+        clock.now += INTERVAL_S
+        result = report(servers[1], auth("job"), "r", body(clock, 5000))
+        assert result["namespaces"]["t/ns"]["limits"]["publishRateInMsgs"] == 200
+        assert allocated(result) <= 200
+
+    def test_unlimited_namespace_gets_minus_one(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        result = report(servers[0], auth(SUPERUSER), "r", body(clock, 10, ns="t/other"))
+        assert result["namespaces"]["t/other"]["resourceGroup"] is None
+        assert result["namespaces"]["t/other"]["limits"] is None
+        assert set(result["namespaces"]["t/other"]["allocations"].values()) == {-1}
+
+    def test_old_rows_are_purged(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        report(servers[0], auth("job"), "old", body(clock, 100))
+        clock.now += 20 * INTERVAL_S
+        report(servers[0], auth("job"), "new", body(clock, 100))
+        with engine.connect() as connection:
+            reporters = set(connection.scalars(select(QuotaReporter.reporter_id)))
+        assert reporters == {"new"}
+        assert stored_rows(engine) == 1
+
+
+@pytest.mark.usefixtures("world")
+class TestRoles:
+    def test_a_client_cannot_report_for_another_namespace(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, unchanged: Any
+    ) -> None:
+        with unchanged():
+            response = TestClient(servers[0]).post(
+                "/quota/v1/reporters/r/reports",
+                json=body(clock, 10, ns="t/other"),
+                headers=auth("job"),
+            )
+        assert response.status_code == 403
+        assert "t/other" in response.json()["reason"]
+
+    @pytest.mark.parametrize("role", ["stranger", "consumer-only-elsewhere"])
+    def test_roles_without_permission_are_403(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, role: str
+    ) -> None:
+        response = TestClient(servers[0]).post(
+            "/quota/v1/reporters/r/reports", json=body(clock, 10), headers=auth(role)
+        )
+        assert response.status_code == 403
+
+    def test_tenant_admins_may_report_and_read_policy(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        assert allocated(report(servers[0], auth("tenant-admin"), "r", body(clock, 10))) > 0
+        policy = TestClient(servers[0]).get(
+            "/quota/v1/namespaces/t/ns/policy", headers=auth("tenant-admin")
+        )
+        assert policy.json()["resourceGroup"] == "rg"
+
+    def test_policy_for_clients_and_404_for_missing_namespace(
+        self, servers: list[FastAPI], auth: Auth
+    ) -> None:
+        client = TestClient(servers[0])
+        policy = client.get("/quota/v1/namespaces/t/ns/policy", headers=auth("job"))
+        assert policy.json()["limits"]["publishRateInMsgs"] == QUOTA
+        assert (
+            client.get("/quota/v1/namespaces/t/other/policy", headers=auth("job")).status_code
+            == 403
+        )
+        assert (
+            client.get("/quota/v1/namespaces/t/nope/policy", headers=auth("job")).status_code == 404
+        )
+
+    def test_a_reporter_id_belongs_to_its_role(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        report(servers[0], auth("job"), "mine", body(clock, 10))
+        client = TestClient(servers[0])
+        assert (
+            client.delete("/quota/v1/reporters/mine", headers=auth("tenant-admin")).status_code
+            == 403
+        )
+        hijack = client.post(
+            "/quota/v1/reporters/mine/reports", json=body(clock, 10), headers=auth("tenant-admin")
+        )
+        assert hijack.status_code == 403
+        assert client.delete("/quota/v1/reporters/nope", headers=auth("job")).status_code == 404
+
+
+@pytest.mark.usefixtures("world")
+class TestMalformedReports:
+    @pytest.mark.parametrize(
+        ("payload", "reason"),
+        [
+            ({}, "sentAtMs"),
+            ({"sentAtMs": 1, "intervalMs": 1000}, "namespaces"),
+            ({"sentAtMs": 1, "intervalMs": 0, "namespaces": {}}, "intervalMs"),
+            ({"sentAtMs": -1, "intervalMs": 1000, "namespaces": {}}, "sentAtMs"),
+            ({"sentAtMs": 1, "intervalMs": 1000, "namespaces": {"t": {}}}, "namespaces"),
+            ({"sentAtMs": 1, "intervalMs": 1000, "namespaces": {"t/n s": {}}}, "namespaces"),
+            ({"sentAtMs": 1, "intervalMs": 1000, "namespaces": {}, "extra": 1}, "Unknown field"),
+            ({"sentAtMs": 1.5, "intervalMs": 1000, "namespaces": {}}, "sentAtMs"),
+            ("report", "Request body"),
+        ],
+    )
+    def test_bad_envelope_is_400(
+        self, servers: list[FastAPI], auth: Auth, unchanged: Any, payload: Any, reason: str
+    ) -> None:
+        with unchanged():
+            response = TestClient(servers[0]).post(
+                "/quota/v1/reporters/r/reports", json=payload, headers=auth("job")
+            )
+        assert response.status_code == 400, response.text
+        assert reason in response.json()["reason"]
+
+    @pytest.mark.parametrize(
+        ("usage", "reason"),
+        [
+            ({"publishMsgs": {"used": -1, "demand": 1}}, "used"),
+            ({"publishMsgs": {"used": 1, "demand": -5}}, "demand"),
+            ({"publishMsgs": {"used": 1, "demand": 1e300}}, "demand"),
+            ({"publishMsgs": {"used": 2**64, "demand": 1}}, "used"),
+            ({"publishMsgs": {"used": 1.5, "demand": 1}}, "used"),
+            ({"publishMsgs": {"used": 1, "demand": "fast"}}, "demand"),
+            ({"publishMsgs": {"used": 1}}, "demand"),
+            ({"publishMessages": {"used": 1, "demand": 1}}, "Unknown field"),
+            ({"publishMsgs": {"used": 1, "demand": 1, "peak": 3}}, "Unknown field"),
+        ],
+    )
+    def test_bad_figures_are_400_and_store_nothing(
+        self,
+        servers: list[FastAPI],
+        auth: Auth,
+        clock: FakeClock,
+        unchanged: Any,
+        usage: Any,
+        reason: str,
+    ) -> None:
+        payload = {"sentAtMs": clock.ms(), "intervalMs": 1000, "namespaces": {"t/ns": usage}}
+        with unchanged():
+            response = TestClient(servers[0]).post(
+                "/quota/v1/reporters/r/reports", json=payload, headers=auth("job")
+            )
+        assert response.status_code == 400, response.text
+        assert reason in response.json()["reason"]
+
+    @pytest.mark.parametrize("raw", [b"", b"{", b"\xff"])
+    def test_empty_or_broken_body_is_400(
+        self, servers: list[FastAPI], auth: Auth, unchanged: Any, raw: bytes
+    ) -> None:
+        with unchanged():
+            response = TestClient(servers[0]).post(
+                "/quota/v1/reporters/r/reports",
+                content=raw,
+                headers={**auth("job"), "Content-Type": "application/json"},
+            )
+        assert response.status_code == 400
+
+    @pytest.mark.parametrize("reporter", ["a b", "x" * 65, "é"])
+    def test_bad_reporter_id_is_400(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, reporter: str
+    ) -> None:
+        response = TestClient(servers[0]).post(
+            f"/quota/v1/reporters/{reporter}/reports", json=body(clock, 1), headers=auth("job")
+        )
+        assert response.status_code == 400
