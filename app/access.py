@@ -26,15 +26,9 @@ def require_tenant_admin(session: Session, principal: Principal, tenant: str) ->
         raise Forbidden(f"Role {principal.role} is not an admin of tenant {tenant}")
 
 
-def require_group_reader(session: Session, principal: Principal, group: str) -> None:
+def require_group_reader(principal: Principal, readers: frozenset[str]) -> None:
     """Tenant admins may read the groups attached to their tenant or its namespaces."""
-    if principal.is_superuser:
-        return
-    attached_tenants = select(Tenant.admin_roles).where(
-        (Tenant.resource_group == group)
-        | Tenant.name.in_(select(Namespace.tenant).where(Namespace.resource_group == group))
-    )
-    if not any(principal.role in roles for roles in session.scalars(attached_tenants)):
+    if not principal.is_superuser and principal.role not in readers:
         raise Forbidden(
             "Only superusers and admins of a tenant using this ResourceGroup may read it"
         )

@@ -10,10 +10,12 @@ from fastapi.routing import APIRoute
 
 from app.api import health, namespaces, quota, resourcegroups, tenants
 from app.api.draft_aliases import draft_alias_router
+from app.api.security import TokenAuthMiddleware, document_security
 from app.auth import TokenVerifier
 from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker
 from app.errors import register_error_handlers
+from app.readcache import GroupCache
 
 DESCRIPTION = (
     "Apache Pulsar's ResourceGroup admin API (PIP-82) for Spark jobs: groups of rate quotas "
@@ -44,14 +46,18 @@ def create_app(
     app.state.last_purge = 0.0
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
-    app.state.token_verifier = (
-        TokenVerifier.from_settings(settings) if settings.auth_enabled else None
+    app.state.group_cache = GroupCache.for_engine(engine)
+    app.add_middleware(
+        TokenAuthMiddleware,
+        verifier=TokenVerifier.from_settings(settings) if settings.auth_enabled else None,
+        superusers=settings.superusers,
     )
     register_error_handlers(app)
     canonical = (resourcegroups.router, tenants.router, namespaces.router)
     for router in (*canonical, quota.router, health.router):
         app.include_router(router)
     app.include_router(draft_alias_router(*canonical))
+    app.openapi = document_security(app)  # type: ignore[method-assign]
     return app
 
 

@@ -1,74 +1,43 @@
-"""Injected dependencies: the request's transaction and the caller's role."""
+"""Running a request's database work: one transaction, in one trip to the thread pool."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable
+from typing import TypeVar
 
-from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Request
 from sqlalchemy.orm import Session
 
-from app.access import Principal
-from app.auth import InvalidToken
+__all__ = ["Session", "read", "write"]
+from starlette.concurrency import run_in_threadpool
+
 from app.db import begin_write
-from app.errors import Forbidden, Unauthorized
 
-_READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+T = TypeVar("T")
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """One request, one transaction: commit on success, roll back on any error.
+async def read(request: Request, work: Callable[[Session], T]) -> T:
+    """Run ``work(session)`` in the thread pool and return what it returns."""
+    return await run_in_threadpool(_run, request, work, False)
 
-    Declared with ``scope="function"`` below so the commit runs before the response is sent:
-    a failed commit becomes an error response instead of a success that was never stored.
-    """
+
+async def write(request: Request, work: Callable[[Session], T]) -> T:
+    """Run ``work(session)`` as one transaction: committed if it returns, rolled back if not."""
+    return await run_in_threadpool(_run, request, work, True)
+
+
+def _run(request: Request, work: Callable[[Session], T], writes: bool) -> T:
+    # Endpoints are async and call this once: the session opens, works and closes within
+    # one thread, so a request never holds a connection while waiting for a thread (which
+    # deadlocks once every thread waits for a connection held by a request without one).
     with request.app.state.sessionmaker() as session:
         try:
-            if request.method not in _READ_METHODS:
+            if writes:
                 begin_write(session)
-            yield session
-            session.commit()
+            result = work(session)
+            if writes:
+                session.commit()
         except BaseException:
             session.rollback()
             raise
-
-
-SessionDep = Annotated[Session, Depends(get_session, scope="function")]
-
-
-bearer_token = HTTPBearer(
-    auto_error=False,
-    description="A Pulsar-format token: a JWT whose `sub` claim is the role.",
-)
-
-
-async def get_principal(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_token)],
-) -> Principal:
-    """The caller's role from a Pulsar-format bearer token (``Authorization: Bearer <jwt>``)."""
-    # Async on purpose, like the other auth dependencies: verification is cached CPU work,
-    # and a sync dependency would cost a thread-pool hop on every request.
-    state = request.app.state
-    if not state.settings.auth_enabled:
-        return Principal(role="anonymous", is_superuser=True)
-    if credentials is None:
-        raise Unauthorized("Authentication required: send 'Authorization: Bearer <token>'")
-    try:
-        role = state.token_verifier.role_of(credentials.credentials)
-    except InvalidToken as exc:
-        raise Unauthorized(f"Invalid token: {exc.reason}") from exc
-    return Principal(role=role, is_superuser=role in state.settings.superusers)
-
-
-PrincipalDep = Annotated[Principal, Depends(get_principal)]
-
-
-async def require_superuser(principal: PrincipalDep) -> Principal:
-    if not principal.is_superuser:
-        raise Forbidden("Only superusers may do this")
-    return principal
-
-
-SuperuserDep = Annotated[Principal, Depends(require_superuser)]
+        return result

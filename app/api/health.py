@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from sqlalchemy import text
 
-from app.api.deps import SessionDep
+from app.api import deps
 from app.errors import ServiceUnavailable, responses
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/health", responses=responses(ServiceUnavailable))
-def health(*, session: SessionDep) -> dict[str, str]:
+async def health(request: Request) -> dict[str, str]:
     """Report whether the server and its database answer."""
-    session.execute(text("SELECT 1"))
+    await deps.read(request, lambda session: session.execute(text("SELECT 1")))
     return {"status": "ok"}

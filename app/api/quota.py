@@ -11,7 +11,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request
 
-from app.api.deps import PrincipalDep, SessionDep
+from app.api import deps
+from app.api.security import principal_of
 from app.errors import BadRequest, Forbidden, NotFound, Unauthorized, responses
 from app.quota import store
 from app.quota.schemas import REPORTER_ID_PATTERN, NamespacePolicy, ReportResult, UsageReport
@@ -26,56 +27,55 @@ _ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
 
 
 @router.post("/reporters/{reporterId}/reports", responses=_ERRORS)
-def report_usage(
-    *,
-    request: Request,
-    session: SessionDep,
-    principal: PrincipalDep,
-    reporterId: ReporterId,
-    body: UsageReport,
-) -> ReportResult:
+async def report_usage(request: Request, reporterId: ReporterId, body: UsageReport) -> ReportResult:
     """Report usage and demand per namespace; get back each namespace's limits and allocations."""
+    principal = principal_of(request)
     state = request.app.state
     now = state.clock()
     interval_s = state.settings.report_interval_seconds
-    result = store.submit(
-        session,
-        principal=principal,
-        reporter_id=reporterId,
-        report=body,
-        now=now,
-        interval_s=interval_s,
-    )
     # Purging is cheap but needless on every report; once per interval per process is plenty.
-    if now - state.last_purge >= interval_s:
+    purge = now - state.last_purge >= interval_s
+    if purge:
         state.last_purge = now
-        store.purge(session, datetime.fromtimestamp(now, UTC), interval_s)
-    return result
+
+    def work(session: deps.Session) -> ReportResult:
+        result = store.submit(
+            session,
+            principal=principal,
+            reporter_id=reporterId,
+            report=body,
+            now=now,
+            interval_s=interval_s,
+        )
+        if purge:
+            store.purge(session, datetime.fromtimestamp(now, UTC), interval_s)
+        return result
+
+    return await deps.write(request, work)
 
 
 @router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)
-def release_reporter(
-    *, session: SessionDep, principal: PrincipalDep, reporterId: ReporterId
-) -> None:
+async def release_reporter(request: Request, reporterId: ReporterId) -> None:
     """Release a reporter's shares at once, as a worker does when it exits."""
-    store.release(session, principal, reporterId)
+    principal = principal_of(request)
+    await deps.write(request, lambda session: store.release(session, principal, reporterId))
 
 
 @router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)
-def get_policy(
-    *,
-    request: Request,
-    session: SessionDep,
-    principal: PrincipalDep,
-    tenant: TenantName,
-    namespace: NamespaceName,
+async def get_policy(
+    request: Request, tenant: TenantName, namespace: NamespaceName
 ) -> NamespacePolicy:
     """A namespace's effective group and limits, for a job checking its setup before it runs."""
+    principal = principal_of(request)
     key = (tenant, namespace)
-    effective = store.effective_groups(session, [key])[key]
-    store.authorize_reporting(session, principal, [key])
-    return NamespacePolicy(
-        resourceGroup=effective.group,
-        limits=store.limits_of(effective),
-        reportIntervalMs=round(request.app.state.settings.report_interval_seconds * 1000),
-    )
+
+    def work(session: deps.Session) -> NamespacePolicy:
+        effective = store.effective_groups(session, [key])[key]
+        store.authorize_reporting(session, principal, [key])
+        return NamespacePolicy(
+            resourceGroup=effective.group,
+            limits=store.limits_of(effective),
+            reportIntervalMs=round(request.app.state.settings.report_interval_seconds * 1000),
+        )
+
+    return await deps.read(request, work)

@@ -2,43 +2,48 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app import access
-from app.api.deps import PrincipalDep, SessionDep, SuperuserDep
+from app.api import deps
+from app.api.security import principal_of, superuser_of
 from app.errors import BadRequest, Forbidden, NotFound, PreconditionFailed, Unauthorized, responses
+from app.readcache import GroupCache, load_entry
 from app.schemas import ResourceGroupName, ResourceGroupRead, ResourceGroupUpdate
 from app.services import resourcegroups
-from app.services.resourcegroups import to_read
 
 router = APIRouter(prefix="/admin/v2/resourcegroups", tags=["resourcegroups"])
 
 
 @router.get("", responses=responses(Unauthorized, Forbidden))
-def list_resource_groups(*, session: SessionDep, _superuser: SuperuserDep) -> list[str]:
+async def list_resource_groups(request: Request) -> list[str]:
     """List the names of all ResourceGroups."""
-    return resourcegroups.list_names(session)
+    superuser_of(request)
+    return await deps.read(request, resourcegroups.list_names)
 
 
 @router.get("/{rg}", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))
-def get_resource_group(
-    *, session: SessionDep, principal: PrincipalDep, rg: ResourceGroupName
-) -> ResourceGroupRead:
+async def get_resource_group(request: Request, rg: ResourceGroupName) -> ResourceGroupRead:
     """Get a ResourceGroup's rate quotas."""
-    access.require_group_reader(session, principal, rg)
-    return to_read(resourcegroups.get(session, rg))
+    principal = principal_of(request)
+    cache: GroupCache = request.app.state.group_cache
+    entry, version = cache.lookup(rg)
+    if entry is None:
+        entry = await deps.read(request, lambda session: load_entry(session, rg))
+        cache.put(rg, entry, version)
+    access.require_group_reader(principal, entry.readers)
+    if entry.group is None:
+        raise NotFound(resourcegroups.GROUP_MISSING)
+    return entry.group
 
 
 @router.put("/{rg}", status_code=204, responses=responses(BadRequest, Unauthorized, Forbidden))
-def put_resource_group(
-    *,
-    session: SessionDep,
-    _superuser: SuperuserDep,
-    rg: ResourceGroupName,
-    body: ResourceGroupUpdate,
+async def put_resource_group(
+    request: Request, rg: ResourceGroupName, body: ResourceGroupUpdate
 ) -> None:
     """Create a ResourceGroup, or update the fields given (omitted fields keep their value)."""
-    resourcegroups.upsert(session, rg, body)
+    superuser_of(request)
+    await deps.write(request, lambda session: resourcegroups.upsert(session, rg, body))
 
 
 @router.delete(
@@ -46,8 +51,7 @@ def put_resource_group(
     status_code=204,
     responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed),
 )
-def delete_resource_group(
-    *, session: SessionDep, _superuser: SuperuserDep, rg: ResourceGroupName
-) -> None:
+async def delete_resource_group(request: Request, rg: ResourceGroupName) -> None:
     """Delete a ResourceGroup that no tenant or namespace uses."""
-    resourcegroups.remove(session, rg)
+    superuser_of(request)
+    await deps.write(request, lambda session: resourcegroups.remove(session, rg))

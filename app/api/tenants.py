@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from app import access
-from app.api.deps import PrincipalDep, SessionDep, SuperuserDep
+from app.api import deps
+from app.api.security import principal_of, superuser_of
 from app.errors import (
     BadRequest,
     Conflict,
@@ -20,39 +21,43 @@ from app.services import attachments, tenants
 
 router = APIRouter(prefix="/admin/v2/tenants", tags=["tenants"])
 
+_READ_ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
+
 
 @router.get("", responses=responses(Unauthorized, Forbidden))
-def list_tenants(*, session: SessionDep, _superuser: SuperuserDep) -> list[str]:
+async def list_tenants(request: Request) -> list[str]:
     """List the names of all tenants."""
-    return tenants.list_names(session)
+    superuser_of(request)
+    return await deps.read(request, tenants.list_names)
 
 
-@router.get("/{tenant}", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))
-def get_tenant(*, session: SessionDep, principal: PrincipalDep, tenant: TenantName) -> TenantInfo:
+@router.get("/{tenant}", responses=_READ_ERRORS)
+async def get_tenant(request: Request, tenant: TenantName) -> TenantInfo:
     """Get a tenant's admin roles and allowed clusters."""
-    access.require_tenant_admin(session, principal, tenant)
-    found = tenants.get(session, tenant)
-    return TenantInfo(adminRoles=found.admin_roles, allowedClusters=found.allowed_clusters)
+    principal = principal_of(request)
+
+    def work(session: deps.Session) -> TenantInfo:
+        access.require_tenant_admin(session, principal, tenant)
+        found = tenants.get(session, tenant)
+        return TenantInfo(adminRoles=found.admin_roles, allowedClusters=found.allowed_clusters)
+
+    return await deps.read(request, work)
 
 
 @router.put(
     "/{tenant}", status_code=204, responses=responses(BadRequest, Unauthorized, Forbidden, Conflict)
 )
-def create_tenant(
-    *, session: SessionDep, _superuser: SuperuserDep, tenant: TenantName, body: TenantInfo
-) -> None:
+async def create_tenant(request: Request, tenant: TenantName, body: TenantInfo) -> None:
     """Create a tenant."""
-    tenants.create(session, tenant, body)
+    superuser_of(request)
+    await deps.write(request, lambda session: tenants.create(session, tenant, body))
 
 
-@router.post(
-    "/{tenant}", status_code=204, responses=responses(BadRequest, Unauthorized, Forbidden, NotFound)
-)
-def update_tenant(
-    *, session: SessionDep, _superuser: SuperuserDep, tenant: TenantName, body: TenantInfo
-) -> None:
+@router.post("/{tenant}", status_code=204, responses=_READ_ERRORS)
+async def update_tenant(request: Request, tenant: TenantName, body: TenantInfo) -> None:
     """Replace a tenant's admin roles and allowed clusters."""
-    tenants.update_info(session, tenant, body)
+    superuser_of(request)
+    await deps.write(request, lambda session: tenants.update_info(session, tenant, body))
 
 
 @router.delete(
@@ -60,20 +65,22 @@ def update_tenant(
     status_code=204,
     responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
 )
-def delete_tenant(*, session: SessionDep, _superuser: SuperuserDep, tenant: TenantName) -> None:
+async def delete_tenant(request: Request, tenant: TenantName) -> None:
     """Delete a tenant that has no namespaces."""
-    tenants.remove(session, tenant)
+    superuser_of(request)
+    await deps.write(request, lambda session: tenants.remove(session, tenant))
 
 
-@router.get(
-    "/{tenant}/resourcegroup", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound)
-)
-def get_tenant_resource_group(
-    *, session: SessionDep, principal: PrincipalDep, tenant: TenantName
-) -> str | None:
+@router.get("/{tenant}/resourcegroup", responses=_READ_ERRORS)
+async def get_tenant_resource_group(request: Request, tenant: TenantName) -> str | None:
     """Get the name of the ResourceGroup attached to a tenant, or null."""
-    access.require_tenant_admin(session, principal, tenant)
-    return tenants.get(session, tenant).resource_group
+    principal = principal_of(request)
+
+    def work(session: deps.Session) -> str | None:
+        access.require_tenant_admin(session, principal, tenant)
+        return tenants.get(session, tenant).resource_group
+
+    return await deps.read(request, work)
 
 
 @router.post(
@@ -81,20 +88,16 @@ def get_tenant_resource_group(
     status_code=204,
     responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed),
 )
-def set_tenant_resource_group(
-    *, session: SessionDep, _superuser: SuperuserDep, tenant: TenantName, rg: ResourceGroupName
+async def set_tenant_resource_group(
+    request: Request, tenant: TenantName, rg: ResourceGroupName
 ) -> None:
     """Attach a ResourceGroup to a tenant: its namespaces without their own group use it."""
-    attachments.set_for_tenant(session, tenant, rg)
+    superuser_of(request)
+    await deps.write(request, lambda session: attachments.set_for_tenant(session, tenant, rg))
 
 
-@router.delete(
-    "/{tenant}/resourcegroup",
-    status_code=204,
-    responses=responses(BadRequest, Unauthorized, Forbidden, NotFound),
-)
-def remove_tenant_resource_group(
-    *, session: SessionDep, _superuser: SuperuserDep, tenant: TenantName
-) -> None:
+@router.delete("/{tenant}/resourcegroup", status_code=204, responses=_READ_ERRORS)
+async def remove_tenant_resource_group(request: Request, tenant: TenantName) -> None:
     """Detach the ResourceGroup from a tenant."""
-    attachments.set_for_tenant(session, tenant, None)
+    superuser_of(request)
+    await deps.write(request, lambda session: attachments.set_for_tenant(session, tenant, None))

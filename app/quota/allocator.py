@@ -1,12 +1,73 @@
 """The allocator: a group's configured rate and its reporters' fresh reports in, rates out.
 
-Pure: no I/O, no clock. The store calls it once per group and dimension.
+Pure: no I/O, no clock. The store calls it once per group and dimension, with the group's
+fresh reports, whenever one reporter reports, and answers that reporter with its own entry;
+the others pick theirs up at their own next reports, at their own times. So some reporters
+always run at new allocations while others still run at old ones, and what must stay within
+the quota is the sum *in force*, not just the sum of one answer.
+
+For a quota ``Q`` and ``n`` reporters, reporter ``i`` with demand ``d_i`` and allocation in
+force ``a_i`` (0 before its first):
+
+1. **Fair shares.** Demand counts as at least a floor ``φ = Q / (100 n)``: an idle reporter
+   keeps a trickle (a TokenBucket needs a positive rate) through which it can show demand
+   when it wakes. ``f`` is the max-min fair split of ``Q`` over ``max(d_i, φ)`` (Doorman's
+   FAIR_SHARE): ``f_i = min(d_i, λ)`` with ``λ`` the level at which ``Σ f = Q``, or
+   ``f_i = d_i`` when ``Σ d ≤ Q``. Demand, not usage: a throttled reporter's usage is its
+   allocation, so a split by usage (Pulsar's) never lets it grow.
+2. **Targets.** Spare ``S = Q - Σ f`` (left only when every demand is met) buys each reporter
+   growth room in proportion to its share, ``t_i = f_i (1 + min(g, S / Σ f))``, ``g = 1/4``;
+   the rest of ``S`` stays unallocated, for newcomers and growers to take at once. An idle
+   reporter's target is its floor plus that room, never the quota (Pulsar hands idle
+   reporters the whole quota, and they overshoot when they wake).
+3. **Grants.** Free headroom is ``F = Q - Σ_j a_j``. A reporter above its target drops to it
+   at once. Those below rise into ``F⁺ = max(F, 0)``, shared in proportion to their
+   shortfalls ``s_i = t_i - a_i``: ``g_i = a_i + s_i · min(1, F⁺ / Σ s)``. So increases only
+   use room that others' allocations in force leave free, and a reporter rises as the
+   others shrink. A newcomer gets at least a probe ``min(t_i, π)``, ``π = Q / (50 n)``, even
+   when ``F`` is used up, so it starts at once. Hence ``Σ g ≤ Σ a + F⁺ + Σ probes ≤
+   max(Q, Σ a) + Q / 50``, whether the grants are applied together or one by one as
+   reporters report: the sum in force stays within 2% over the quota (the newcomers'
+   probes), except while a quota cut is still reaching reporters.
+4. **Report again soon.** A reporter should report again after a quarter of the interval
+   rather than a whole one (`Grant.report_after`) when it is new, when its grant is short of
+   its fair share (it waits for others to shrink: it then rises soon after they do, instead
+   of up to an interval later, which keeps convergence within 3 intervals), and when it
+   wants more than its share while some reporter's demand is still unknown (that share is
+   about to grow, as soon as the unknown demands turn out smaller than a share).
+
+A demand of `UNKNOWN` (1e18, the most a report carries) or more, or `math.inf`, is unknown:
+what a reporter says before it has measured anything. It counts as unbounded, so that the
+reporter is owed an equal share until its next report, a quarter interval later, says what
+it really wants.
+
+**Burst.** A reporter's bucket should hold ``BURST_S`` = 0.1 s of its rate (`Grant.capacity`),
+not the default second, and start empty. The burst is what a reporter consumes on top of its
+rate after running below it, so it lands on top of every other reporter's share: a second's
+worth, with every reporter waking at once, doubles the group's rate for a second. A tenth of
+a second bounds that at 10% even then, and at a few percent for the one or two reporters
+that change at a time. Less would hold a steady worker back between the slices it charges
+(the Spark helpers charge about 100 ms of rate at a time), which costs latency and makes its
+demand look higher than it is. Starting empty keeps a fleet of processes that start together
+from each bursting at once.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from app.quota.fair import max_min_fair
+
+FLOOR = 0.01  # of an equal share: the least any reporter is allocated
+PROBE = 0.02  # of an equal share: what a newcomer gets even when nothing is free
+GROWTH = 0.25  # growth room out of spare quota, as a fraction of a reporter's fair share
+WAITING = 0.95  # a grant below this fraction of the fair share waits for headroom
+MOVING = 0.10  # a grant that moves by more than this fraction is still settling
+EARLY_REPORT = 0.25  # of an interval: when a waiting reporter should report again
+BURST_S = 0.1  # seconds of its rate that a reporter's bucket holds
+UNKNOWN = 1e18  # a demand this high is not known yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,21 +78,85 @@ class Report:
     usage: float
     """Units per second it used over its last report interval."""
     demand: float
-    """Units per second it would have used unthrottled (usage plus what it was held back from)."""
+    """Units per second it would have used unthrottled (usage plus what it was held back
+    from); `UNKNOWN` or more (`math.inf` too) when it does not know yet."""
     allocation: float | None
     """The rate it enforces now, as last granted; None before its first grant."""
 
 
-def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:
-    """Each reporter's allocated rate; ``quota`` is a positive rate per second."""
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One reporter's answer: its rate, its fair share, and whether to report again soon."""
+
+    rate: float
+    """Units per second the reporter may use from now on."""
+    fair: float
+    """Its max-min fair share of the quota given every reporter's demand."""
+    early: bool
+    """Whether to report again soon: see step 4 of the module's maths."""
+
+    @property
+    def capacity(self) -> float:
+        """The burst the reporter's bucket should hold: `BURST_S` seconds of its rate."""
+        return self.rate * BURST_S
+
+    def report_after(self, interval_s: float) -> float:
+        """Seconds until the reporter should report again, for a report interval."""
+        return interval_s * EARLY_REPORT if self.early else interval_s
+
+
+def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
+    """Each reporter's grant, as if it were the one reporting now; see the module's maths.
+
+    ``quota`` is the group's configured rate, above 0: the store handles unlimited groups
+    (-1 and 0) itself. Raises ValueError on a quota that is not positive and finite, a
+    negative or NaN demand or allocation, or a reporter named twice.
+    """
+    if not 0 < quota < math.inf:
+        raise ValueError(f"quota must be a positive, finite rate, not {quota!r}")
+    _check(reports)
     if not reports:
         return {}
-    shares: dict[str, float] = {}
-    remaining, waiting = float(quota), sorted(reports, key=lambda report: report.demand)
-    while waiting:
-        level = remaining / len(waiting)
-        report = waiting.pop(0)
-        shares[report.reporter] = min(report.demand, level)
-        remaining -= shares[report.reporter]
-    spare = remaining / len(reports)
-    return {reporter: share + spare for reporter, share in shares.items()}
+    equal = quota / len(reports)
+    fair = max_min_fair(quota, [max(r.demand, FLOOR * equal) for r in reports])
+    spare = quota - sum(fair)
+    room = 1 + min(GROWTH, max(spare, 0.0) / sum(fair))
+    targets = [share * room for share in fair]
+
+    in_force = [r.allocation or 0.0 for r in reports]
+    free = max(quota - sum(in_force), 0.0)
+    shortfall = sum(max(t - a, 0.0) for t, a in zip(targets, in_force, strict=True))
+    filled = 1.0 if shortfall <= free else free / shortfall
+
+    unknown = any(r.demand >= UNKNOWN for r in reports)
+    grants: dict[str, Grant] = {}
+    for report, share, target, current in zip(reports, fair, targets, in_force, strict=True):
+        # Down at once; up only into what the allocations in force leave free.
+        rate = target if target <= current else current + (target - current) * filled
+        if report.allocation is None:
+            rate = max(rate, min(target, PROBE * equal))
+        early = (
+            report.allocation is None
+            or rate < WAITING * share
+            or (unknown and report.demand > share)
+            or abs(rate - current) > MOVING * max(rate, current)
+        )
+        grants[report.reporter] = Grant(rate, share, early)
+    return grants
+
+
+def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:
+    """Each reporter's allocated rate; `plan` says how, and what else to tell the reporter."""
+    return {reporter: grant.rate for reporter, grant in plan(quota, reports).items()}
+
+
+def _check(reports: Sequence[Report]) -> None:
+    seen: set[str] = set()
+    for report in reports:
+        if report.reporter in seen:
+            raise ValueError(f"reporter {report.reporter!r} reported twice")
+        seen.add(report.reporter)
+        if not report.demand >= 0:
+            raise ValueError(f"demand must be 0 or more, not {report.demand!r}")
+        if report.allocation is not None and not report.allocation >= 0:
+            raise ValueError(f"allocation must be 0 or more, not {report.allocation!r}")

@@ -12,6 +12,7 @@ from app.schemas import ResourceGroupRead, ResourceGroupUpdate
 from app.services._sql import insert
 
 UNLIMITED = -1
+GROUP_MISSING = "ResourceGroup does not exist"
 
 # JSON field name -> column name; the model's fields are Pulsar's camelCase names.
 _COLUMN_OF = dict(zip(ResourceGroupUpdate.model_fields, RATE_COLUMNS, strict=True))
@@ -28,10 +29,14 @@ def to_read(group: ResourceGroup) -> ResourceGroupRead:
     )
 
 
+def find(session: Session, name: str) -> ResourceGroup | None:
+    return session.get(ResourceGroup, name)
+
+
 def get(session: Session, name: str) -> ResourceGroup:
-    group = session.get(ResourceGroup, name)
+    group = find(session, name)
     if group is None:
-        raise NotFound("ResourceGroup does not exist")
+        raise NotFound(GROUP_MISSING)
     return group
 
 
@@ -56,6 +61,15 @@ def upsert(session: Session, name: str, body: ResourceGroupUpdate) -> None:
     }
     if changes:
         session.execute(update(ResourceGroup).where(ResourceGroup.name == name).values(changes))
+
+
+def readers(session: Session, name: str) -> frozenset[str]:
+    """Admin roles of the tenants using a group (directly or through a namespace)."""
+    using = select(Tenant.admin_roles).where(
+        (Tenant.resource_group == name)
+        | Tenant.name.in_(select(Namespace.tenant).where(Namespace.resource_group == name))
+    )
+    return frozenset(role for roles in session.scalars(using) for role in roles)
 
 
 def is_in_use(session: Session, name: str) -> bool:

@@ -23,4 +23,4 @@ def test_operation_ids_are_endpoint_names() -> None:
 
 def test_bearer_auth_is_documented() -> None:
     spec = yaml.safe_load(render())
-    assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    assert spec["components"]["securitySchemes"]["bearerAuth"]["scheme"] == "bearer"
