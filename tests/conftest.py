@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import base64
 import os
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, make_url, select
@@ -135,3 +139,33 @@ def unchanged(engine: Engine) -> Callable[[], Any]:
         assert dump(engine) == before
 
     return check
+
+
+@contextmanager
+def serve(app: FastAPI) -> Iterator[str]:
+    """The app on a real HTTP port, in a background thread; yields its base URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_url(app: FastAPI, engine: Engine) -> Iterator[str]:
+    """The shared app over real HTTP, on empty tables."""
+    with serve(app) as url:
+        yield url
