@@ -16,7 +16,7 @@ force ``a_i`` (0 before its first):
    ``f_i = d_i`` when ``Σ d ≤ Q``. Demand, not usage: a throttled reporter's usage is its
    allocation, so a split by usage (Pulsar's) never lets it grow.
 2. **Targets.** Spare ``S = Q - Σ f`` (left only when every demand is met) buys each reporter
-   growth room in proportion to its share, ``t_i = f_i (1 + min(g, S / Σ f))``, ``g = 1/4``;
+   growth room in proportion to its share, ``t_i = f_i (1 + min(G, S / Σ f))``, ``G = 1/4``;
    the rest of ``S`` stays unallocated, for newcomers and growers to take at once. An idle
    reporter's target is its floor plus that room, never the quota (Pulsar hands idle
    reporters the whole quota, and they overshoot when they wake).
@@ -24,22 +24,28 @@ force ``a_i`` (0 before its first):
    at once. Those below rise into ``F⁺ = max(F, 0)``, shared in proportion to their
    shortfalls ``s_i = t_i - a_i``: ``g_i = a_i + s_i · min(1, F⁺ / Σ s)``. So increases only
    use room that others' allocations in force leave free, and a reporter rises as the
-   others shrink. A newcomer gets at least a probe ``min(t_i, π)``, ``π = Q / (50 n)``, even
-   when ``F`` is used up, so it starts at once. Hence ``Σ g ≤ Σ a + F⁺ + Σ probes ≤
-   max(Q, Σ a) + Q / 50``, whether the grants are applied together or one by one as
-   reporters report: the sum in force stays within 2% over the quota (the newcomers'
-   probes), except while a quota cut is still reaching reporters.
-4. **Report again soon.** A reporter should report again after a quarter of the interval
+   others shrink. A newcomer gets at least a probe even when ``F`` is used up, so it starts
+   at once: ``min(t_i, π)`` with ``π = 2% · Q / n``, as long as the allocations in force
+   exceed the quota by less than ``2% · Q - π``; past that, only the floor ``φ``. So the
+   sum in force exceeds the quota by at most 2% for newcomers' probes, plus floors when
+   many arrive at once, before the others have reported: ``k`` newcomers joining ``n``
+   reporters within an interval add at most ``1% · Q · ln((n + k) / n)`` more (4.3% in all
+   when a group grows tenfold at once). Nothing else ever adds to it, whether the grants
+   are applied together or one by one as reporters report, except a quota cut, which
+   reaches each reporter only at its next report.
+4. **Report again soon.** A reporter should report again after an eighth of the interval
    rather than a whole one (`Grant.report_after`) when it is new, when its grant is short of
    its fair share (it waits for others to shrink: it then rises soon after they do, instead
    of up to an interval later, which keeps convergence within 3 intervals), and when it
    wants more than its share while some reporter's demand is still unknown (that share is
-   about to grow, as soon as the unknown demands turn out smaller than a share).
+   about to grow, as soon as the unknown demands turn out smaller than a share). These are
+   transients, so the extra reports are few: 5-15% more than one per interval in the
+   simulator's scenarios.
 
 A demand of `UNKNOWN` (1e18, the most a report carries) or more, or `math.inf`, is unknown:
 what a reporter says before it has measured anything. It counts as unbounded, so that the
-reporter is owed an equal share until its next report, a quarter interval later, says what
-it really wants.
+reporter is owed an equal share until its next report, soon after, says what it really
+wants.
 
 **Burst.** A reporter's bucket should hold ``BURST_S`` = 0.1 s of its rate (`Grant.capacity`),
 not the default second, and start empty. The burst is what a reporter consumes on top of its
@@ -61,11 +67,10 @@ from dataclasses import dataclass
 from app.quota.fair import max_min_fair
 
 FLOOR = 0.01  # of an equal share: the least any reporter is allocated
-PROBE = 0.02  # of an equal share: what a newcomer gets even when nothing is free
+PROBE = 0.02  # of an equal share, and of the quota in all: newcomers' start when none is free
 GROWTH = 0.25  # growth room out of spare quota, as a fraction of a reporter's fair share
 WAITING = 0.95  # a grant below this fraction of the fair share waits for headroom
-MOVING = 0.10  # a grant that moves by more than this fraction is still settling
-EARLY_REPORT = 0.25  # of an interval: when a waiting reporter should report again
+EARLY_REPORT = 0.125  # of an interval: when a waiting reporter should report again
 BURST_S = 0.1  # seconds of its rate that a reporter's bucket holds
 UNKNOWN = 1e18  # a demand this high is not known yet
 
@@ -125,6 +130,8 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
 
     in_force = [r.allocation or 0.0 for r in reports]
     free = max(quota - sum(in_force), 0.0)
+    over = max(sum(in_force) - quota, 0.0)
+    probe = min(PROBE * equal, max(PROBE * quota - over, FLOOR * equal))
     shortfall = sum(max(t - a, 0.0) for t, a in zip(targets, in_force, strict=True))
     filled = 1.0 if shortfall <= free else free / shortfall
 
@@ -134,12 +141,11 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
         # Down at once; up only into what the allocations in force leave free.
         rate = target if target <= current else current + (target - current) * filled
         if report.allocation is None:
-            rate = max(rate, min(target, PROBE * equal))
+            rate = max(rate, min(target, probe))
         early = (
             report.allocation is None
             or rate < WAITING * share
             or (unknown and report.demand > share)
-            or abs(rate - current) > MOVING * max(rate, current)
         )
         grants[report.reporter] = Grant(rate, share, early)
     return grants

@@ -1,0 +1,207 @@
+"""The allocator on hand-computed cases, applied one report at a time as the store applies it."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from app.quota.allocator import (
+    BURST_S,
+    EARLY_REPORT,
+    UNKNOWN,
+    Grant,
+    Report,
+    allocate,
+    plan,
+)
+from app.quota.fair import max_min_fair
+
+# reporter -> (demand, allocation in force)
+State = dict[str, tuple[float, float | None]]
+
+
+def reports(state: State) -> list[Report]:
+    return [Report(r, 0.0, demand, allocation) for r, (demand, allocation) in state.items()]
+
+
+def report(quota: float, state: State, reporter: str, demand: float) -> float:
+    """`reporter` reports `demand`; the store stores and answers its own entry only."""
+    state[reporter] = (demand, state[reporter][1] if reporter in state else None)
+    granted = allocate(quota, reports(state))[reporter]
+    state[reporter] = (demand, granted)
+    return granted
+
+
+def in_force(state: State) -> dict[str, float]:
+    return {r: pytest.approx(a) for r, (_, a) in state.items()}
+
+
+class TestMaxMinFair:
+    def test_doormans_example(self) -> None:
+        assert max_min_fair(120, [1000, 50, 10]) == [60, 50, 10]
+
+    def test_everyone_satisfied_leaves_the_rest(self) -> None:
+        assert max_min_fair(1000, [300, 100]) == [300, 100]
+
+    def test_unbounded_demands_split_equally(self) -> None:
+        assert max_min_fair(900, [math.inf, 100, math.inf]) == [400, 100, 400]
+
+
+class TestSplit:
+    def test_equal_split(self) -> None:
+        state: State = {"a": (800, 500), "b": (800, 500)}
+        assert allocate(1000, reports(state)) == {"a": 500, "b": 500}
+
+    def test_doormans_example(self) -> None:
+        state: State = {"big": (1000, 60), "mid": (50, 50), "small": (10, 10)}
+        assert allocate(120, reports(state)) == {"big": 60, "mid": 50, "small": 10}
+
+    def test_doormans_example_from_a_cold_start(self) -> None:
+        state: State = {"big": (1000, None), "mid": (50, None), "small": (10, None)}
+        assert allocate(120, reports(state)) == {"big": 60, "mid": 50, "small": 10}
+
+    def test_spare_quota_is_growth_room_and_the_rest_stays_free(self) -> None:
+        # 600 spare over 400 wanted: each may grow by a quarter, 100 stays free.
+        state: State = {"a": (300, 0.0), "b": (100, 0.0)}
+        assert allocate(1000, reports(state)) == {"a": 375, "b": 125}
+
+    def test_an_idle_reporter_keeps_a_trickle_not_the_quota(self) -> None:
+        # Floor: 1% of an equal share, 5; the 195 spare over 805 is under a quarter each.
+        state: State = {"idle": (0, 500), "busy": (800, 500)}
+        assert report(1000, state, "idle", 0) == pytest.approx(5 * 1000 / 805)
+        assert report(1000, state, "busy", 800) == pytest.approx(800 * 1000 / 805)
+
+    def test_a_throttled_reporter_grows_by_its_demand_not_its_usage(self) -> None:
+        # b used only its 100 but was held back from 900; a now wants 100.
+        state: State = {"a": (100, 100), "b": (900, 100)}
+        assert allocate(1000, [Report("a", 100, 100, 100), Report("b", 100, 900, 100)]) == {
+            "a": 100,
+            "b": 900,
+        }
+        assert report(1000, state, "b", 900) == 900
+
+
+class TestChanges:
+    def test_join(self) -> None:
+        state: State = {"a": (800, 500), "b": (800, 500)}
+        # Nothing is free: the newcomer starts on a probe, 2% of an equal share, at once.
+        assert report(1000, state, "c", math.inf) == pytest.approx(1000 / 3 * 0.02)
+        # The others drop to a third when they report; then the newcomer rises into it.
+        assert report(1000, state, "a", 800) == pytest.approx(1000 / 3)
+        assert report(1000, state, "b", 800) == pytest.approx(1000 / 3)
+        assert report(1000, state, "c", 800) == pytest.approx(1000 / 3)
+        assert in_force(state) == {"a": 1000 / 3, "b": 1000 / 3, "c": 1000 / 3}
+
+    def test_a_newcomer_alone_gets_the_quota(self) -> None:
+        assert report(1000, {}, "a", math.inf) == 1000
+
+    def test_leave_frees_the_share_at_once(self) -> None:
+        third = 1000 / 3
+        state: State = {"a": (800, third), "b": (800, third), "c": (800, third)}
+        del state["c"]
+        assert allocate(1000, reports(state)) == {"a": pytest.approx(500), "b": pytest.approx(500)}
+
+    def test_increases_wait_for_headroom(self) -> None:
+        state: State = {"a": (900, 900), "b": (100, 100)}
+        # b wants more, but a's 900 is still in force: b waits, and is told to come back soon.
+        state["b"] = (900, 100)
+        grant = plan(1000, reports(state))["b"]
+        assert (grant.rate, grant.fair, grant.early) == (100, 500, True)
+        assert report(1000, state, "b", 900) == 100
+        assert report(1000, state, "a", 100) == 100  # decreases apply at once
+        assert report(1000, state, "b", 900) == 900
+
+    def test_headroom_is_shared_by_shortfall_when_short(self) -> None:
+        # Shares 450, 450, 100. 300 is free; a is 200 short and b 300: each gets 60% of its
+        # shortfall, since c's drop is not free until c has reported it.
+        state: State = {"a": (800, 250), "b": (800, 150), "c": (100, 300)}
+        shares = allocate(1000, reports(state))
+        assert shares == {"a": pytest.approx(370), "b": pytest.approx(330), "c": 100}
+
+    def test_quota_cut(self) -> None:
+        state: State = {"a": (800, 500), "b": (800, 500)}
+        assert allocate(300, reports(state)) == {"a": 150, "b": 150}
+
+    def test_quota_raise(self) -> None:
+        # 1600 wanted of 2000: each gets its demand plus a quarter.
+        state: State = {"a": (800, 500), "b": (800, 500)}
+        assert allocate(2000, reports(state)) == {"a": 1000, "b": 1000}
+
+
+class TestEarlyReports:
+    def test_settled_reporters_report_on_their_interval(self) -> None:
+        grants = plan(1000, reports({"a": (800, 500), "b": (800, 500)}))
+        assert not grants["a"].early and grants["a"].report_after(2.0) == 2.0
+
+    def test_newcomers_report_again_soon(self) -> None:
+        grant = plan(1000, reports({"a": (800, 500), "b": (800, 500), "c": (UNKNOWN, None)}))
+        assert grant["c"].early and grant["c"].report_after(2.0) == 2.0 * EARLY_REPORT
+
+    def test_while_a_demand_is_unknown_those_held_to_a_share_report_soon(self) -> None:
+        # c's demand is not known yet (1e18 is what a report carries for math.inf): a's share
+        # grows if c wants little, while b, wanting little, has nothing to gain.
+        state: State = {"a": (800, 495), "b": (10, 10), "c": (UNKNOWN, 10)}
+        grants = plan(1000, reports(state))
+        assert grants["a"].early and not grants["b"].early
+
+
+class TestBounds:
+    def test_the_sum_in_force_exceeds_the_quota_only_by_newcomers_probes(self) -> None:
+        rng = random.Random(7)
+        for _ in range(100):
+            quota = rng.uniform(10, 10_000)
+            state: State = {}
+            for _ in range(300):
+                reporter = f"r{rng.randint(0, 7)}"
+                if reporter in state and rng.random() < 0.1:
+                    del state[reporter]  # released
+                    continue
+                demand = rng.choice([0.0, math.inf, rng.uniform(0, quota), 2 * quota])
+                report(quota, state, reporter, demand)
+                # Probes (2%), then floors for newcomers while the others have not
+                # shrunk yet: at most 1% of the quota times ln 8 with up to 8 reporters.
+                total = sum(a or 0.0 for _, a in state.values())
+                assert total <= quota * (1.02 + 0.01 * math.log(8)) + 1e-9
+                assert all(a is not None and a > 0 for _, a in state.values())
+
+    def test_a_tenfold_crowd_of_newcomers_adds_at_most_floors_past_the_probes(self) -> None:
+        state: State = {f"old{i}": (math.inf, 100.0) for i in range(10)}
+        for i in range(90):
+            report(1000, state, f"new{i}", math.inf)
+        total = sum(a or 0.0 for _, a in state.values())
+        assert 1020 < total <= 1000 * (1.02 + 0.01 * math.log(10))
+
+    def test_every_answer_is_positive_and_the_answer_itself_fits(self) -> None:
+        state: State = {"a": (0, None), "b": (0, None), "c": (5000, None)}
+        shares = allocate(1000, reports(state))
+        assert all(rate > 0 for rate in shares.values())
+        assert sum(shares.values()) <= 1000 * 1.02
+
+
+class TestContract:
+    def test_no_reports_no_allocations(self) -> None:
+        assert allocate(1000, []) == {}
+
+    @pytest.mark.parametrize("quota", [0, -1, math.inf, math.nan])
+    def test_unlimited_or_zero_quota_is_the_stores_business(self, quota: float) -> None:
+        # The store treats -1 and 0 as unlimited before calling: no allocation to compute.
+        with pytest.raises(ValueError, match="quota"):
+            allocate(quota, reports({"a": (1, None)}))
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            [Report("a", 0, -1, None)],
+            [Report("a", 0, math.nan, None)],
+            [Report("a", 0, 1, -5)],
+            [Report("a", 0, 1, None), Report("a", 0, 2, None)],
+        ],
+    )
+    def test_malformed_reports(self, bad: list[Report]) -> None:
+        with pytest.raises(ValueError):
+            allocate(1000, bad)
+
+    def test_the_bucket_holds_a_tenth_of_a_second(self) -> None:
+        assert Grant(500, 500, False).capacity == 500 * BURST_S == 50
