@@ -27,7 +27,7 @@ from app.models import (
     ResourceGroup,
     Tenant,
 )
-from app.quota.allocator import Report, allocate
+from app.quota.allocator import Grant, Report, plan
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
@@ -217,12 +217,26 @@ def submit(
         )
         for key, ref in refs.items()
     }
-    granted = _allocate(session, effective, own, reporter_id, moment, interval_s)
+    grants = _allocate(session, effective, own, reporter_id, moment, interval_s)
+    granted = {
+        key: {dim: None if grant is None else grant.rate for dim, grant in dims.items()}
+        for key, dims in grants.items()
+    }
     if accepted:
         _write(session, reporter_id, stored, own, granted, moment, interval_s)
+    # A reporter still settling into its share reports again sooner than the interval.
+    next_report_s = min(
+        (
+            grant.report_after(interval_s)
+            for dims in grants.values()
+            for grant in dims.values()
+            if grant is not None
+        ),
+        default=interval_s,
+    )
     return ReportResult(
         accepted=accepted,
-        reportIntervalMs=round(interval_s * 1000),
+        reportIntervalMs=max(1, round(next_report_s * 1000)),
         namespaces={
             ref: NamespaceAllocation(
                 resourceGroup=effective[key].group,
@@ -249,9 +263,9 @@ def _allocate(
     reporter_id: str,
     now: datetime,
     interval_s: float,
-) -> dict[NamespaceKey, dict[str, float | None]]:
-    """The reporter's rate per namespace and dimension; None where its group sets no limit."""
-    granted: dict[NamespaceKey, dict[str, float | None]] = {
+) -> dict[NamespaceKey, dict[str, Grant | None]]:
+    """The reporter's grant per namespace and dimension; None where its group sets no limit."""
+    granted: dict[NamespaceKey, dict[str, Grant | None]] = {
         key: dict.fromkeys(DIMENSIONS) for key in own
     }
     limited = {
@@ -271,7 +285,7 @@ def _allocate(
             quota = limited[group].quota(dim)
             if quota is None:
                 continue
-            shares = allocate(
+            shares = plan(
                 quota,
                 [
                     Report(unit, f.usage[dim], f.demand[dim], f.allocation[dim])

@@ -97,7 +97,11 @@ class TestReports:
     ) -> None:
         result = report(servers[0], auth("job"), "r1", body(clock, 300))
         assert result["accepted"] is True
-        assert result["reportIntervalMs"] == 1000
+        assert result["reportIntervalMs"] < 1000  # a newcomer reports again soon
+        for _ in range(3):
+            clock.now += INTERVAL_S
+            result = report(servers[0], auth("job"), "r1", body(clock, 300))
+        assert result["reportIntervalMs"] == 1000  # settled: the server's interval
         namespace = result["namespaces"]["t/ns"]
         assert namespace["resourceGroup"] == "rg"
         assert namespace["limits"]["publishRateInMsgs"] == QUOTA
