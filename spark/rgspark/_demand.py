@@ -52,17 +52,18 @@ class DemandEstimator:
     the time, so the estimate is ``D`` again, where usage alone would say ``a`` forever.
 
     The window is recent, not the whole time since the previous report, so that the
-    allocator sees a change in demand within about `recent_s` of it (an eighth of the report
-    interval is a good choice: the default suits the server's default interval of a second)
-    rather than averaged with what came before. It starts just after a charge, at least `recent_s` back (and far enough for
-    `MIN_CHARGES` charges, up to ``4 * recent_s``), and ends at the latest charge or wait
-    when the time since is shorter than a charge's usual work: that work is under way and not
-    charged yet, and counting its time without its units would understate the demand. A
-    longer quiet time is idleness and counts; a whole `recent_s` of it is a demand of 0.
-    Until the first charge, or `recent_s` without one, the demand is unknown and reported as
-    `math.inf`, which the allocator reads as "owed a fair share until the next report says
-    more". `demand` gives the estimate without ending the report interval, for a reporter
-    that reports early when demand moved (as PIP-82's brokers do on a 10% change).
+    allocator sees a change in demand within about `recent_s` of it rather than averaged
+    with what came before (an eighth of the report interval is a good choice: the default
+    suits the server's default interval of a second). It starts just after a charge, at
+    least `recent_s` back (and far enough for `MIN_CHARGES` charges, up to ``4 *
+    recent_s``), and ends at the latest charge or wait when the time since is shorter than
+    a charge's usual work: that work is under way and not charged yet, and counting its time
+    without its units would understate the demand. A longer quiet time is idleness and
+    counts; a whole `recent_s` of it is a demand of 0. Until the first charge, or `recent_s`
+    without one, the demand is unknown and reported as `math.inf`, which the allocator reads
+    as "owed a fair share until the next report says more". `demand` gives the estimate
+    without ending the report interval, for a reporter that reports early when demand moved
+    (as PIP-82's brokers do on a 10% change).
 
     `clock` returns monotonic nanoseconds, `time.monotonic_ns` by default. Every method may be
     called from any thread: one lock guards the few counters, and recording is a clock read
