@@ -1,13 +1,15 @@
 """rgspark: Pulsar-style ResourceGroup rate limits, enforced inside PySpark jobs.
 
-Every worker process enforces its share of a group's rate with an in-process token bucket
-(Apache Pulsar's PIP-322); callers limited by several buckets at once wait for all of them,
-first in, first out. Errors are described in `rgspark._exceptions`.
+A job names its tenant and namespace with a `ResourceGroupClient`; `throttle(df, client,
+kind)` holds a DataFrame's flow to the namespace's group. Every worker process enforces its
+share of the group's rate with an in-process token bucket (Apache Pulsar's PIP-322), reports
+its usage and receives its fair share (PIP-82). Errors are described in `rgspark._exceptions`.
 """
 
 from __future__ import annotations
 
 from ._bucket import TokenBucket
+from ._client import ResourceGroupClient
 from ._exceptions import (
     AdminServerError,
     AuthenticationError,
@@ -20,6 +22,8 @@ from ._exceptions import (
     UnexpectedResponseError,
 )
 from ._limiter import Charges, Limiter
+from ._reader import ThrottledReader
+from ._spark import ThrottleStats, throttle, throttled_sink
 
 __all__ = [
     "AdminServerError",
@@ -31,9 +35,14 @@ __all__ = [
     "PermissionDeniedError",
     "PolicyUnavailableError",
     "RGSparkError",
+    "ResourceGroupClient",
     "ServerUnreachableError",
+    "ThrottleStats",
+    "ThrottledReader",
     "TokenBucket",
     "UnexpectedResponseError",
+    "throttle",
+    "throttled_sink",
 ]
 
 # Objects defined in private modules present themselves as part of the public package,

@@ -1,0 +1,180 @@
+"""`ResourceGroupClient`: what a job names once, on the driver, and ships to every task."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, Union
+
+from ._admin import AdminClient
+from ._exceptions import (
+    AdminServerError,
+    AuthenticationError,
+    ConfigurationError,
+    NamespaceNotFoundError,
+    PermissionDeniedError,
+    PolicyUnavailableError,
+)
+from ._reporter import DIMENSIONS, NamespaceQuota, Reporter
+
+__all__ = ["ResourceGroupClient"]
+
+logger = logging.getLogger("rgspark")
+
+NoPolicy = Union[str, Mapping[str, float]]
+_NO_POLICY_MODES = ("fail", "block", "unlimited")
+
+
+class ResourceGroupClient:
+    """The admin server, the namespace a job's traffic counts against, and how to behave.
+
+    Small and picklable: create it on the driver, call `check` there to fail fast, and pass
+    it to `throttle` (or the sink and reader helpers), which ship it to every task. In each
+    worker process, the first task that needs it starts one shared runtime per server and
+    namespace: the namespace's buckets and a daemon thread that reports usage and applies
+    the allocation, released when the process exits.
+
+    Options:
+
+    - ``on_no_policy``: what a worker does while it has never received an allocation (the
+      server is unreachable when it starts). ``"fail"`` (default): raise
+      `PolicyUnavailableError` after ``startup_timeout_s``; ``"block"``: keep retrying,
+      holding its tasks back; ``"unlimited"``: run unthrottled until the first answer; or a
+      mapping of safe rates per dimension, e.g. ``{"publishMsgs": 100}`` (dimensions not
+      named run unlimited). Once an allocation arrived, an unreachable server never stops a
+      job: workers keep their last allocation and retry with backoff (fail-static).
+    - ``startup_timeout_s`` (30): how long ``"fail"`` retries first.
+    - ``timeout_s`` (10): each request's timeout.
+
+    After an action, ``client.stats["publish"]`` (or ``"dispatch"``) on the driver says how
+    many rows and bytes went through and how long tasks were held back.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        tenant: str,
+        namespace: str,
+        token: str | None = None,
+        on_no_policy: NoPolicy = "fail",
+        startup_timeout_s: float = 30.0,
+        timeout_s: float = 10.0,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigurationError(f"url must be an http:// or https:// URL, not {url!r}")
+        for name, value in (("tenant", tenant), ("namespace", namespace)):
+            if not isinstance(value, str) or not value or "/" in value:
+                raise ConfigurationError(f"{name} must be a non-empty name, not {value!r}")
+        if isinstance(on_no_policy, str):
+            if on_no_policy not in _NO_POLICY_MODES:
+                raise ConfigurationError(
+                    f"on_no_policy must be one of {', '.join(_NO_POLICY_MODES)} or a mapping of "
+                    f"safe rates, not {on_no_policy!r}"
+                )
+        else:
+            unknown = set(on_no_policy) - set(DIMENSIONS)
+            if unknown or not all(rate > 0 for rate in on_no_policy.values()):
+                raise ConfigurationError(
+                    f"on_no_policy rates must be positive, keyed by {', '.join(DIMENSIONS)}"
+                )
+        self.url = url.rstrip("/")
+        self.tenant = tenant
+        self.namespace = namespace
+        self.token = token
+        self.on_no_policy: NoPolicy = (
+            on_no_policy if isinstance(on_no_policy, str) else dict(on_no_policy)
+        )
+        self.startup_timeout_s = startup_timeout_s
+        self.timeout_s = timeout_s
+        #: What went through, per kind: `ThrottleStats`, made on the driver by `throttle`.
+        self.stats: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"ResourceGroupClient({self.url!r}, tenant={self.tenant!r}, "
+            f"namespace={self.namespace!r})"
+        )
+
+    def admin(self) -> AdminClient:
+        return AdminClient(self.url, token=self.token, timeout=self.timeout_s)
+
+    def check(self) -> dict[str, Any]:
+        """Fail fast on the driver: the server answers, the token is accepted, the role may
+        report for the namespace and it exists. Returns its effective group and limits:
+        ``{"resourceGroup": name or None, "limits": {...} or None, "reportIntervalMs": n}``.
+
+        Raises `ServerUnreachableError`, `AuthenticationError`, `PermissionDeniedError` or
+        `NamespaceNotFoundError`, each saying what to fix.
+        """
+        admin = self.admin()
+        try:
+            return admin.policy(self.tenant, self.namespace)
+        finally:
+            admin.close()
+
+    def quota(self) -> NamespaceQuota:
+        """This process's limits for the namespace, started on first use (in a worker)."""
+        return _runtime(self)
+
+
+_runtimes: dict[tuple[str, str | None, str, str], NamespaceQuota] = {}
+_runtimes_lock = threading.Lock()
+
+
+def _runtime(client: ResourceGroupClient) -> NamespaceQuota:
+    key = (client.url, client.token, client.tenant, client.namespace)
+    quota = _runtimes.get(key)
+    if quota is None:
+        with _runtimes_lock:
+            quota = _runtimes.get(key)
+            if quota is None:
+                quota = _runtimes[key] = _start(client)
+    return quota
+
+
+def _start(client: ResourceGroupClient) -> NamespaceQuota:
+    policy = client.on_no_policy
+    quota = NamespaceQuota(client.tenant, client.namespace)
+    if not isinstance(policy, str):
+        quota.apply({dim: policy.get(dim, -1.0) for dim in DIMENSIONS})
+    reporter = Reporter(client.admin(), [quota])
+    if policy in ("fail", "block"):
+        _first_report(reporter, client, forever=policy == "block")
+    else:
+        _try_once(reporter)
+    reporter.start()
+    atexit.register(reporter.close)
+    return quota
+
+
+def _first_report(reporter: Reporter, client: ResourceGroupClient, *, forever: bool) -> None:
+    """Hold the first task until the server has answered once."""
+    deadline = time.monotonic() + client.startup_timeout_s
+    delay = 0.5
+    while True:
+        try:
+            reporter.run_once()
+            return
+        except (AuthenticationError, PermissionDeniedError, NamespaceNotFoundError):
+            raise  # waiting will not fix the token, the grants or the namespace
+        except AdminServerError as exc:
+            if not forever and time.monotonic() + delay > deadline:
+                raise PolicyUnavailableError(
+                    f"No allocation from {client.url} for {client.tenant}/{client.namespace} "
+                    f"after {client.startup_timeout_s:.0f} s: {exc}. Fix the server or the "
+                    f"token, or choose another on_no_policy."
+                ) from exc
+            logger.warning("rgspark: waiting for a first allocation (%s)", exc)
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+def _try_once(reporter: Reporter) -> None:
+    try:
+        reporter.run_once()
+    except AdminServerError as exc:
+        logger.warning("rgspark: no allocation yet (%s); running on the fallback", exc)

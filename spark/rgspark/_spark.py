@@ -1,0 +1,177 @@
+"""`throttle` and the sink helper: a group's rate applied to Spark jobs.
+
+Imports PySpark and PyArrow only when called, so `import rgspark` stays light.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
+
+from ._client import ResourceGroupClient
+from ._exceptions import ConfigurationError
+from ._reporter import BURST_S, KINDS, NamespaceQuota
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark import Accumulator, SparkContext
+    from pyspark.sql import DataFrame
+
+__all__ = ["ThrottleStats", "throttle", "throttled_sink"]
+
+# Unlimited or not, a sink sends at most this many rows between two charges.
+DEFAULT_SINK_ROWS = 1000
+
+
+class ThrottleStats:
+    """What went through one kind of traffic, summed over every task (driver-side).
+
+    Accumulators, so the figures are complete once an action has finished.
+    """
+
+    __slots__ = ("_bytes", "_rows", "_seconds", "kind")
+
+    def __init__(self, context: SparkContext, kind: str) -> None:
+        self.kind = kind
+        self._rows: Accumulator[int] = context.accumulator(0)
+        self._bytes: Accumulator[int] = context.accumulator(0)
+        self._seconds: Accumulator[float] = context.accumulator(0.0)
+
+    def add(self, rows: int, nbytes: int, waited_s: float) -> None:
+        self._rows.add(rows)
+        self._bytes.add(nbytes)
+        if waited_s:
+            self._seconds.add(waited_s)
+
+    @property
+    def rows(self) -> int:
+        return self._rows.value
+
+    @property
+    def bytes(self) -> int:
+        return self._bytes.value
+
+    @property
+    def throttled_s(self) -> float:
+        """Seconds tasks were held back, summed over tasks."""
+        return self._seconds.value
+
+    def __repr__(self) -> str:
+        return (
+            f"ThrottleStats(kind={self.kind!r}, rows={self.rows}, bytes={self.bytes}, "
+            f"throttled_s={self.throttled_s:.3f})"
+        )
+
+
+def throttle(df: DataFrame, client: ResourceGroupClient, kind: str) -> DataFrame:
+    """The same rows and schema, flowing no faster than the namespace's group allows.
+
+    Rows count as msgs and Arrow bytes as bytes, against ``kind`` (``"publish"`` or
+    ``"dispatch"``). Batches are cut so that no slice exceeds about 100 ms of the allocated
+    rate, then each slice is charged and held back as long as the limits need. Works on
+    batch and streaming DataFrames. `stats` on the driver tells what went through.
+    """
+    from pyspark.sql import DataFrame as SparkDataFrame
+
+    if not isinstance(df, SparkDataFrame):
+        raise TypeError(f"throttle needs a pyspark.sql.DataFrame, not {type(df).__name__}")
+    if not isinstance(client, ResourceGroupClient):
+        raise TypeError(
+            f"throttle needs a rgspark.ResourceGroupClient, not {type(client).__name__}"
+        )
+    _check_kind(kind)
+    stats = stats_for(client, kind, df.sparkSession.sparkContext)
+
+    def limit(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        quota = client.quota()
+        for batch in batches:
+            for piece in _slices(batch, quota, kind):
+                waited = quota.acquire(kind, piece.num_rows, piece.nbytes)
+                stats.add(piece.num_rows, piece.nbytes, waited)
+                yield piece
+
+    return df.mapInArrow(limit, df.schema)
+
+
+def throttled_sink(
+    client: ResourceGroupClient,
+    kind: str,
+    send: Callable[[list[Any]], object],
+    *,
+    size: Callable[[Any], int] | None = None,
+    stats: ThrottleStats | None = None,
+) -> Callable[[Iterable[Any]], None]:
+    """A function for ``foreachPartition`` that sends rows with `send` at the group's rate.
+
+    `send` gets a list of rows at a time (at most about 100 ms of the allocated rate); after
+    it returns, the rows are charged as msgs, and as bytes when `size` (a row's size in
+    bytes) is given, and the next call waits as long as the limits need. For
+    ``foreachBatch``, call ``batch_df.foreachPartition(throttled_sink(...))``.
+    """
+    _check_kind(kind)
+
+    def run(rows: Iterable[Any]) -> None:
+        quota = client.quota()
+        chunk: list[Any] = []
+        limit = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= limit:
+                _send(quota, kind, send, size, stats, chunk)
+                chunk = []
+                limit = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
+        if chunk:
+            _send(quota, kind, send, size, stats, chunk)
+
+    return run
+
+
+def stats_for(client: ResourceGroupClient, kind: str, context: SparkContext) -> ThrottleStats:
+    """The client's accumulators for `kind`, made on the driver the first time."""
+    if kind not in client.stats:
+        client.stats[kind] = ThrottleStats(context, kind)
+    stats: ThrottleStats = client.stats[kind]
+    return stats
+
+
+def _send(
+    quota: NamespaceQuota,
+    kind: str,
+    send: Callable[[list[Any]], object],
+    size: Callable[[Any], int] | None,
+    stats: ThrottleStats | None,
+    chunk: list[Any],
+) -> None:
+    send(chunk)
+    nbytes = sum(size(row) for row in chunk) if size is not None else 0
+    waited = quota.acquire(kind, len(chunk), nbytes)
+    if stats is not None:
+        stats.add(len(chunk), nbytes, waited)
+
+
+def _slices(batch: pa.RecordBatch, quota: NamespaceQuota, kind: str) -> Iterator[pa.RecordBatch]:
+    rows = batch.num_rows
+    step = _slice_rows(quota, kind, batch.nbytes / rows if rows else 0.0)
+    if not step or step >= rows:
+        yield batch
+        return
+    for offset in range(0, rows, step):
+        yield batch.slice(offset, step)
+
+
+def _slice_rows(quota: NamespaceQuota, kind: str, row_bytes: float) -> int:
+    """Rows worth about `BURST_S` of the allocated rates; 0 when neither is limited."""
+    limits = []
+    msgs = quota.rate(f"{kind}Msgs")
+    if msgs is not None:
+        limits.append(msgs * BURST_S)
+    nbytes = quota.rate(f"{kind}Bytes")
+    if nbytes is not None and row_bytes > 0:
+        limits.append(nbytes * BURST_S / row_bytes)
+    return max(1, math.floor(min(limits))) if limits else 0
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ConfigurationError(f"kind must be 'publish' or 'dispatch', not {kind!r}")
