@@ -569,7 +569,11 @@ def simulate(
 
 
 def write_trace(path: Path, windows: Sequence[Window]) -> None:
-    """One row per reporter per window: t_s,reporter,quota,demand_rate,allocated_rate,consumed."""
+    """One row per reporter per window: t_s,reporter,quota,demand_rate,allocated_rate,consumed.
+
+    Quota and demand are those at the window's start; the allocated rate is the rate the
+    reporter enforced, averaged over the window; consumed is what it consumed in it.
+    """
     with path.open("w", newline="") as out:
         writer = csv.writer(out)
         writer.writerow(["t_s", "reporter", "quota", "demand_rate", "allocated_rate", "consumed"])
