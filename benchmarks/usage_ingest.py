@@ -1,0 +1,967 @@
+"""How much usage reporting does one server process take, on PostgreSQL?
+
+    python -m benchmarks.usage_ingest [--quick] [--reporters 100] [--namespaces-per-reporter 5000]
+                                      [--spread 5] [--steady-intervals 3] [--spark-groups 1]
+                                      [--spark-seconds 4] [--postgres-url URL]
+
+prints one JSON object with two figures for ``POST /quota/v1/reporters/{id}/reports``, each
+measured on ``rgadmin serve --workers 1 --no-access-log`` against a PostgreSQL database created
+for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
+
+- ``broker_scale``: PIP-82's "resource consumption" model. 100,000 namespaces, each in a
+  group of its own with all four enforced rates set, each spread across 5 of 100 reporters,
+  so each reporter reports 5,000 namespaces once per 60 s interval
+  (``RG_REPORT_INTERVAL_SECONDS=60``). The figure is the server time one interval's 100
+  reports take, sent one after another on one keep-alive connection: their wall time, the
+  server process's CPU seconds and the PostgreSQL backends' CPU seconds (from /proc), and
+  the bar is 10% of the interval. Intervals run back to back: the first inserts every row,
+  the steady ones move every figure by less than the 5% that forces a rewrite, the last
+  moves every demand by 10%, which rewrites every row (the most any interval can cost,
+  including the intervals in which unchanged rows are due their refresh: back to back, no
+  row ever ages enough for one).
+- ``spark``: many workers, each reporting one namespace every second
+  (``RG_REPORT_INTERVAL_SECONDS=1``), all in one group unless ``--spark-groups`` says
+  otherwise. Open loop: a fixed rate of reports, spread evenly over each second, one
+  reporter per report per second, on as many keep-alive connections as are in flight;
+  latency counts from when a report was due, so a server that falls behind cannot hide it.
+  The rate steps up (doubling, then bisecting) to the highest whose p99 latency stays under
+  100 ms with no failures; that rate times the 1 s interval is how many worker processes one
+  server process holds.
+
+The database is set up in bulk (COPY), not through the API. Tokens are minted in-process
+with a fresh HS256 key handed to the server as ``RG_AUTH_TOKEN_SECRET_KEY``. Any failed
+request (a status other than 200, a report not accepted, a broken connection, a timeout)
+is counted and makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import http.client
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+from psycopg import sql
+from sqlalchemy import make_url
+
+from app.auth import create_token, generate_secret_key
+from benchmarks._http_load import _run_loop, event_loop_name, percentile
+from benchmarks.api_throughput import (
+    HOST,
+    Server,
+    _clean_env,
+    _free_port,
+    _process_tree_cpu_seconds,
+    _rgadmin,
+    _start,
+    _stop,
+    _wait_ready,
+)
+
+DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+SUPERUSER = "admin"
+DIMENSIONS = ("publishMsgs", "publishBytes", "dispatchMsgs", "dispatchBytes")
+# Every group limits all four enforced dimensions, so nothing is skipped as unlimited.
+GROUP_RATES = {
+    "publish_rate_in_msgs": 1000,
+    "publish_rate_in_bytes": 1_048_576,
+    "dispatch_rate_in_msgs": 2000,
+    "dispatch_rate_in_bytes": 2_097_152,
+    "replication_dispatch_rate_in_msgs": -1,
+    "replication_dispatch_rate_in_bytes": -1,
+}
+BYTES_PER_MSG = 1024
+MAX_FANOUT = 3  # subscriptions per namespace: dispatch is publish times 1 to 3
+BROKER_INTERVAL_S = 60.0
+BROKER_BAR_FRACTION = 0.10
+STEADY_JITTER = 0.02  # below the 5% under which a row need not be rewritten
+CHANGE = 0.10  # above it: every row is rewritten
+SPARK_INTERVAL_S = 1.0
+SILENT_INTERVALS = 3  # the server's: a reporter silent this long is gone
+P99_BAR_S = 0.100
+NAMESPACES_PER_TENANT = 1000
+REPORT_TIMEOUT_S = 600.0
+GRACE_S = 5.0  # reports still unanswered this long after a step are timeouts
+
+
+# setup
+
+
+@dataclass(frozen=True)
+class Layout:
+    """PIP-82's model: which namespaces each reporter serves."""
+
+    reporters: int
+    per_reporter: int
+    spread: int
+
+    @property
+    def namespaces(self) -> int:
+        return self.reporters * self.per_reporter // self.spread
+
+    def served_by(self, reporter: int) -> list[int]:
+        # Namespace n takes the `spread` consecutive reporters from `spread * n` (mod the
+        # reporter count): every reporter serves exactly `per_reporter` namespaces, and each
+        # namespace has `spread` distinct reporters.
+        return [(reporter + j * self.reporters) // self.spread for j in range(self.per_reporter)]
+
+    @staticmethod
+    def tenant(namespace: int) -> str:
+        return f"tenant-{namespace // NAMESPACES_PER_TENANT:04d}"
+
+    @classmethod
+    def ref(cls, namespace: int) -> str:
+        return f"{cls.tenant(namespace)}/ns-{namespace:06d}"
+
+    @staticmethod
+    def group(namespace: int) -> str:
+        return f"ns-group-{namespace:06d}"
+
+
+def _libpq_url(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+@contextlib.contextmanager
+def _database(postgres_url: str) -> Iterator[str]:
+    """A new PostgreSQL database for the run; its URL is yielded and it is dropped afterwards."""
+    name = f"rg_usage_ingest_{uuid.uuid4().hex[:10]}"
+    admin = _libpq_url(postgres_url)
+    with psycopg.connect(admin, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield make_url(admin).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def _migrate(database_url: str, env: dict[str, str], cwd: Path) -> None:
+    subprocess.run(
+        [*_rgadmin(), "migrate"],
+        cwd=cwd,
+        env={**env, "RG_DATABASE_URL": database_url},
+        check=True,
+        capture_output=True,
+    )
+
+
+def _copy(
+    connection: psycopg.Connection[Any], table: str, columns: Sequence[str], rows: Any
+) -> None:
+    statement = sql.SQL("COPY {} ({}) FROM STDIN").format(
+        sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, columns))
+    )
+    with connection.cursor() as cursor, cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def _populate(database_url: str, layout: Layout, spark_groups: int) -> None:
+    """Groups, tenants and namespaces for both shapes, attached, in a few COPYs."""
+    rates = tuple(GROUP_RATES.values())
+    namespaces = range(layout.namespaces)
+    tenants = sorted({layout.tenant(n) for n in namespaces})
+    with psycopg.connect(database_url) as connection:
+        _copy(
+            connection,
+            "resource_groups",
+            ["name", *GROUP_RATES],
+            [
+                *((layout.group(n), *rates) for n in namespaces),
+                *((f"spark-group-{g}", *rates) for g in range(spark_groups)),
+            ],
+        )
+        _copy(
+            connection,
+            "tenants",
+            ["name", "admin_roles", "allowed_clusters"],
+            ((tenant, "[]", "[]") for tenant in [*tenants, "spark"]),
+        )
+        _copy(
+            connection,
+            "namespaces",
+            ["tenant", "name", "resource_group"],
+            [
+                *((layout.tenant(n), f"ns-{n:06d}", layout.group(n)) for n in namespaces),
+                *(("spark", f"job-{g}", f"spark-group-{g}") for g in range(spark_groups)),
+            ],
+        )
+        connection.execute("ANALYZE")
+
+
+# measuring the server and the database
+
+
+class DatabaseCpu:
+    """CPU seconds of the PostgreSQL backends serving one database, read from /proc."""
+
+    def __init__(self, database_url: str) -> None:
+        self.connection = psycopg.connect(database_url, autocommit=True)
+        self.name = make_url(database_url).database
+
+    def snapshot(self) -> dict[int, float]:
+        rows = self.connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (self.name,),
+        ).fetchall()
+        seconds: dict[int, float] = {}
+        for (pid,) in rows:
+            cpu = _process_tree_cpu_seconds(pid)
+            if cpu is not None:
+                seconds[pid] = cpu
+        return seconds
+
+    @staticmethod
+    def spent(before: dict[int, float], after: dict[int, float]) -> float:
+        # A backend started in between counts from 0; one gone in between is lost (rare).
+        return sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+@dataclass
+class Meter:
+    server: Server
+    database: DatabaseCpu
+    wall: float = 0.0
+    server_cpu: float | None = None
+    database_cpu: float = 0.0
+    _started: tuple[float, float | None, dict[int, float]] | None = None
+
+    def start(self) -> None:
+        self._started = (
+            time.perf_counter(),
+            self.server.cpu_seconds(),
+            self.database.snapshot(),
+        )
+
+    def stop(self) -> None:
+        assert self._started is not None
+        wall, cpu, database = self._started
+        self.wall = time.perf_counter() - wall
+        after = self.server.cpu_seconds()
+        self.server_cpu = None if cpu is None or after is None else after - cpu
+        self.database_cpu = DatabaseCpu.spent(database, self.database.snapshot())
+
+
+def _start_server(workdir: Path, name: str, env: dict[str, str]) -> Server:
+    port = _free_port()
+    server = Server(
+        name=name,
+        command=[
+            *_rgadmin(),
+            *("serve", "--host", HOST, "--port", str(port), "--workers", "1", "--no-access-log"),
+        ],
+        cwd=workdir,
+        port=port,
+        ready_path="/health",
+        log=workdir / f"{name}.log",
+    )
+    _start(server, env)
+    try:
+        _wait_ready(server)
+    except BaseException:
+        _stop(server)
+        raise
+    return server
+
+
+# shape (a): PIP-82's brokers
+
+
+@dataclass
+class Interval:
+    kind: str
+    meter: Meter
+    latencies: list[float]
+    rows_written: int
+    failed: int
+    request_bytes: int
+    response_bytes: int
+
+    def summary(self) -> dict[str, Any]:
+        latencies = sorted(self.latencies)
+        return {
+            "kind": self.kind,
+            "server_wall_seconds": round(self.meter.wall, 3),
+            "server_cpu_seconds": _round(self.meter.server_cpu),
+            "database_cpu_seconds": round(self.meter.database_cpu, 3),
+            "fraction_of_interval": round(self.meter.wall / BROKER_INTERVAL_S, 4),
+            "report_ms": {
+                "p50": round(percentile(latencies, 0.5) * 1000, 1),
+                "max": round(latencies[-1] * 1000, 1) if latencies else 0.0,
+            },
+            "rows_written": self.rows_written,
+            "failed": self.failed,
+            "mean_request_kib": round(self.request_bytes / max(len(latencies), 1) / 1024, 1),
+            "mean_response_kib": round(self.response_bytes / max(len(latencies), 1) / 1024, 1),
+        }
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+class BrokerFleet:
+    """The reporters' figures, and the report bodies they send each interval."""
+
+    def __init__(self, layout: Layout, seed: int = 82) -> None:
+        self.layout = layout
+        self.random = random.Random(seed)
+        share = GROUP_RATES["publish_rate_in_msgs"] / layout.spread
+
+        # Publish demand between a fifth and 1.6 times an equal share of the quota, so about
+        # half the groups want more than they have; messages of 0.2 to 2 KiB; 1 to 3
+        # subscriptions. So the four dimensions' figures, and the allocator's inputs, differ.
+        def base() -> tuple[float, float, float, float]:
+            msgs = share * self.random.uniform(0.2, 1.6)
+            size = self.random.uniform(0.2, 2.0) * BYTES_PER_MSG
+            fanout = self.random.randint(1, MAX_FANOUT)
+            return (msgs, msgs * size, msgs * fanout, msgs * size * fanout)
+
+        self.demand = [
+            [base() for _ in range(layout.per_reporter)] for _ in range(layout.reporters)
+        ]
+        self.refs = [[layout.ref(n) for n in layout.served_by(r)] for r in range(layout.reporters)]
+
+    def bodies(self, kind: str) -> list[tuple[bytes, bytes]]:
+        """Per reporter, its report around ``sentAtMs``: (bytes before it, bytes after it)."""
+        if kind == "changed":
+            grow = 1 + CHANGE
+            self.demand = [
+                [(a * grow, b * grow, c * grow, d * grow) for a, b, c, d in row]
+                for row in self.demand
+            ]
+        jitter = self.random.uniform
+        interval_ms = round(BROKER_INTERVAL_S * 1000)
+        bodies = []
+        for reporter in range(self.layout.reporters):
+            parts = []
+            for ref, rates in zip(self.refs[reporter], self.demand[reporter], strict=True):
+                dims = []
+                for name, steady in zip(DIMENSIONS, rates, strict=True):
+                    # Each figure wanders less than the 5% that forces a rewrite.
+                    rate = steady * (1 + jitter(-STEADY_JITTER, STEADY_JITTER))
+                    used = round(rate * BROKER_INTERVAL_S)
+                    dims.append(f'"{name}":{{"used":{used},"demand":{rate:.3f}}}')
+                parts.append(f'"{ref}":{{{",".join(dims)}}}')
+            suffix = f',"intervalMs":{interval_ms},"namespaces":{{{",".join(parts)}}}}}'
+            bodies.append((b'{"sentAtMs":', suffix.encode()))
+        return bodies
+
+
+def _post(
+    connection: http.client.HTTPConnection, path: str, body: bytes, headers: dict[str, str]
+) -> tuple[int, bytes]:
+    connection.request("POST", path, body=body, headers=headers)
+    response = connection.getresponse()
+    return response.status, response.read()
+
+
+def _broker_interval(
+    server: Server, meter: Meter, bodies: list[tuple[bytes, bytes]], token: str, kind: str
+) -> Interval:
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    connection = http.client.HTTPConnection(HOST, server.port, timeout=REPORT_TIMEOUT_S)
+    latencies: list[float] = []
+    answers: list[tuple[int, bytes]] = []
+    sent = 0
+    since = time.time()
+    try:
+        meter.start()
+        for reporter, (prefix, suffix) in enumerate(bodies):
+            body = prefix + str(round(time.time() * 1000)).encode() + suffix
+            sent += len(body)
+            started = time.perf_counter()
+            answers.append(
+                _post(
+                    connection, f"/quota/v1/reporters/broker-{reporter:03d}/reports", body, headers
+                )
+            )
+            latencies.append(time.perf_counter() - started)
+        meter.stop()
+    finally:
+        connection.close()
+    # Checked after the clock stops: reading a 5,000-namespace answer is the client's time.
+    failed = sum(
+        1 for status, answer in answers if status != 200 or not json.loads(answer)["accepted"]
+    )
+    return Interval(
+        kind=kind,
+        meter=meter,
+        latencies=latencies,
+        rows_written=_rows_written_since(meter.database, since),
+        failed=failed,
+        request_bytes=sent,
+        response_bytes=sum(len(answer) for _, answer in answers),
+    )
+
+
+def _rows_written_since(database: DatabaseCpu, since: float) -> int:
+    # Every row a report inserts or rewrites carries the report's time.
+    row = database.connection.execute(
+        "SELECT count(*) FROM quota_usage WHERE written_at >= to_timestamp(%s)", (since - 1,)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _broker_scale(
+    args: argparse.Namespace, layout: Layout, workdir: Path, env: dict[str, str], token: str
+) -> dict[str, Any]:
+    server = _start_server(
+        workdir, "broker-scale", {**env, "RG_REPORT_INTERVAL_SECONDS": str(BROKER_INTERVAL_S)}
+    )
+    database = DatabaseCpu(env["RG_DATABASE_URL"])
+    fleet = BrokerFleet(layout)
+    kinds = ["first", *["steady"] * args.steady_intervals, "changed"]
+    intervals: list[Interval] = []
+    try:
+        for kind in kinds:
+            bodies = fleet.bodies(kind)
+            intervals.append(_broker_interval(server, Meter(server, database), bodies, token, kind))
+            _progress(f"broker-scale {kind}: {intervals[-1].meter.wall:.2f} s")
+    finally:
+        database.close()
+        _stop(server)
+    summaries = [interval.summary() for interval in intervals]
+    steady = [s for s in summaries if s["kind"] == "steady"]
+    steady_wall = statistics.median(s["server_wall_seconds"] for s in steady) if steady else None
+    bar = BROKER_BAR_FRACTION * BROKER_INTERVAL_S
+    return {
+        "model": {
+            "source": "PIP-82, resource consumption considerations",
+            "reporters": layout.reporters,
+            "namespaces_per_reporter": layout.per_reporter,
+            "namespaces": layout.namespaces,
+            "groups": layout.namespaces,
+            "reporters_per_namespace": layout.spread,
+            "reporters_per_group": layout.spread,
+            "assignment": "namespace n is served by reporters spread*n .. spread*n+spread-1 "
+            "(mod reporters), each namespace in a group of its own",
+            "dimensions_limited": list(DIMENSIONS),
+            "report_interval_seconds": BROKER_INTERVAL_S,
+            "sending": "one interval's reports one after another on one keep-alive "
+            "connection, sentAtMs = now",
+        },
+        "bar_seconds": bar,
+        "first_interval": summaries[0],
+        "steady_interval_seconds": steady_wall,
+        "steady_intervals": steady,
+        "changed_interval": summaries[-1],
+        "meets_bar": steady_wall is not None and steady_wall < bar,
+        "every_interval_meets_bar": all(s["server_wall_seconds"] < bar for s in summaries),
+        "failed": sum(s["failed"] for s in summaries),
+    }
+
+
+# shape (b): Spark workers, open loop
+
+
+@dataclass
+class StepResult:
+    rate: float
+    seconds: float
+    latencies: list[float] = field(default_factory=list)
+    send_lags: list[float] = field(default_factory=list)
+    statuses: dict[int, int] = field(default_factory=dict)
+    not_accepted: int = 0
+    connection_errors: int = 0
+    timeouts: int = 0
+    client_cpu_seconds: float = 0.0
+    connections: int = 0
+
+    @property
+    def failed(self) -> int:
+        unexpected = sum(count for status, count in self.statuses.items() if status != 200)
+        return unexpected + self.not_accepted + self.connection_errors + self.timeouts
+
+    @property
+    def p99(self) -> float:
+        return percentile(self.latencies, 0.99)
+
+    @property
+    def passed(self) -> bool:
+        completed = len(self.latencies)
+        # A server that completes noticeably fewer reports than were due is falling behind,
+        # even if the ones it answered were quick.
+        return (
+            self.failed == 0
+            and completed >= 0.95 * self.rate * self.seconds
+            and self.p99 < P99_BAR_S
+        )
+
+
+@dataclass
+class _Job:
+    due: float
+    reporter: int
+    measured: bool
+
+
+class _SparkConnection(asyncio.Protocol):
+    """One keep-alive connection: one report in flight, its answer's status and body read."""
+
+    def __init__(self, pool: _Pool) -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+        self.expected = -1
+        self.status = 0
+        self.job: _Job | None = None
+        self.sent_at = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not subclass asyncio's, so this is a cast, not a check.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def send(self, job: _Job, request: bytes) -> None:
+        assert self.transport is not None
+        self.job = job
+        self.sent_at = time.perf_counter()
+        self.transport.write(request)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if self.expected < 0:
+            head_end = self.buffer.find(b"\r\n\r\n")
+            if head_end < 0:
+                return
+            head = self.buffer[:head_end].lower()
+            start = head.find(b"\r\ncontent-length:")
+            if not head.startswith(b"http/1.1 ") or start < 0:
+                self._broken()
+                return
+            end = head.find(b"\r\n", start + 2)
+            try:
+                self.status = int(head[9:12])
+                length = int(head[start + 17 : end if end >= 0 else None])
+            except ValueError:
+                self._broken()
+                return
+            self.expected = head_end + 4 + length
+        if len(self.buffer) < self.expected:
+            return
+        body = self.buffer[self.buffer.find(b"\r\n\r\n") + 4 : self.expected]
+        self.buffer = b""
+        self.expected = -1
+        job, self.job = self.job, None
+        assert job is not None
+        self.pool.completed(self, job, self.status, body)
+
+    def _broken(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.pool.lost(self)
+
+
+class _Pool:
+    """Keep-alive connections handed out first come, first served; due reports queue here."""
+
+    def __init__(self, port: int, step: StepResult, requests: list[tuple[bytes, bytes]]) -> None:
+        self.port = port
+        self.step = step
+        self.requests = requests
+        self.idle: deque[_SparkConnection] = deque()
+        self.waiting: deque[_Job] = deque()
+        self.in_flight: set[_SparkConnection] = set()
+        self.open = 0
+        self.all_done: asyncio.Future[None] | None = None
+        self.opening = 0
+
+    def submit(self, job: _Job) -> None:
+        if self.idle:
+            self._send(self.idle.popleft(), job)
+        else:
+            self.waiting.append(job)
+            self._grow()
+
+    def _send(self, connection: _SparkConnection, job: _Job) -> None:
+        prefix, suffix = self.requests[job.reporter]
+        now = time.perf_counter()
+        if job.measured:
+            self.step.send_lags.append(now - job.due)
+        self.in_flight.add(connection)
+        connection.send(job, prefix + str(round(time.time() * 1000)).encode() + suffix)
+
+    def completed(self, connection: _SparkConnection, job: _Job, status: int, body: bytes) -> None:
+        now = time.perf_counter()
+        self.in_flight.discard(connection)
+        if job.measured:
+            step = self.step
+            step.latencies.append(now - job.due)
+            step.statuses[status] = step.statuses.get(status, 0) + 1
+            if status == 200 and b'"accepted":true' not in body:
+                step.not_accepted += 1
+        if self.waiting:
+            self._send(connection, self.waiting.popleft())
+        else:
+            self.idle.append(connection)
+            self._check_done()
+
+    def lost(self, connection: _SparkConnection) -> None:
+        self.open -= 1
+        if connection in self.in_flight:
+            self.in_flight.discard(connection)
+            job = connection.job
+            if job is not None and job.measured:
+                self.step.connection_errors += 1
+        with contextlib.suppress(ValueError):
+            self.idle.remove(connection)
+        if self.waiting:
+            self._grow()
+        self._check_done()
+
+    def _grow(self) -> None:
+        # One more connection per report queued behind busy ones: the pool grows to what
+        # is in flight, as many clients would open.
+        if self.opening < len(self.waiting):
+            asyncio.get_running_loop().create_task(self.connect())
+
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.opening += 1
+        try:
+            _, connection = await loop.create_connection(
+                lambda: _SparkConnection(self), HOST, self.port
+            )
+        except OSError:
+            self.opening -= 1
+            return
+        self.opening -= 1
+        self.open += 1
+        self.step.connections = max(self.step.connections, self.open)
+        if self.waiting:
+            self._send(connection, self.waiting.popleft())
+        else:
+            self.idle.append(connection)
+
+    def _check_done(self) -> None:
+        done = self.all_done
+        if done is not None and not done.done() and not self.in_flight and not self.waiting:
+            done.set_result(None)
+
+    def close(self) -> None:
+        for connection in [*self.idle, *self.in_flight]:
+            if connection.transport is not None:
+                connection.transport.abort()
+
+
+def _spark_requests(
+    reporters: int, groups: int, token: str, port: int
+) -> list[tuple[bytes, bytes]]:
+    """Per reporter, its whole HTTP request around ``sentAtMs`` (13 digits until 2286)."""
+    requests = []
+    for reporter in range(reporters):
+        group = reporter % groups
+        rng = random.Random(reporter)
+        msgs = rng.uniform(50, 500)
+        dims = ",".join(
+            f'"{name}":{{"used":{round(rate * SPARK_INTERVAL_S)},"demand":{rate:.3f}}}'
+            for name, rate in zip(
+                DIMENSIONS, (msgs, msgs * BYTES_PER_MSG, msgs, msgs * BYTES_PER_MSG), strict=True
+            )
+        )
+        suffix = (
+            f',"intervalMs":{round(SPARK_INTERVAL_S * 1000)},'
+            f'"namespaces":{{"spark/job-{group}":{{{dims}}}}}}}'
+        ).encode()
+        prefix = b'{"sentAtMs":'
+        length = len(prefix) + 13 + len(suffix)
+        head = (
+            f"POST /quota/v1/reporters/spark-{reporter:05d}/reports HTTP/1.1\r\n"
+            f"Host: {HOST}:{port}\r\nAuthorization: Bearer {token}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+        ).encode()
+        requests.append((head + prefix, suffix))
+    return requests
+
+
+async def _spark_step(
+    port: int, token: str, groups: int, rate: float, warmup: float, seconds: float
+) -> StepResult:
+    """Offer ``rate`` reports per second for ``warmup + seconds``; measure the last ``seconds``."""
+    reporters = max(1, round(rate * SPARK_INTERVAL_S))
+    step = StepResult(rate=rate, seconds=seconds)
+    pool = _Pool(port, step, _spark_requests(reporters, groups, token, port))
+    loop = asyncio.get_running_loop()
+    # Connections for 20 ms of reports are open before the clock starts; more open on demand.
+    for _ in range(min(reporters, max(2, math.ceil(rate * 0.02)))):
+        await pool.connect()
+    total = warmup + seconds
+    count = int(total * rate)
+    start = time.perf_counter() + 0.05
+    cpu_start = time.process_time()
+    for index in range(count):
+        due = start + index / rate
+        delay = due - time.perf_counter()
+        if delay > 0.0005:
+            await asyncio.sleep(delay)
+        pool.submit(_Job(due, index % reporters, measured=index / rate >= warmup))
+    pool.all_done = loop.create_future()
+    pool._check_done()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(pool.all_done), GRACE_S)
+    step.client_cpu_seconds = time.process_time() - cpu_start
+    step.timeouts += sum(1 for c in pool.in_flight if c.job is not None and c.job.measured) + sum(
+        1 for job in pool.waiting if job.measured
+    )
+    pool.close()
+    step.latencies.sort()
+    step.send_lags.sort()
+    return step
+
+
+def _step_summary(step: StepResult, meter: Meter) -> dict[str, Any]:
+    lat = step.latencies
+    wall = meter.wall or 1.0
+    return {
+        "offered_per_second": round(step.rate, 1),
+        "reporters": max(1, round(step.rate * SPARK_INTERVAL_S)),
+        "completed_per_second": round(len(lat) / step.seconds, 1),
+        "p50_ms": round(percentile(lat, 0.50) * 1000, 1),
+        "p90_ms": round(percentile(lat, 0.90) * 1000, 1),
+        "p99_ms": round(percentile(lat, 0.99) * 1000, 1),
+        "max_ms": round(lat[-1] * 1000, 1) if lat else None,
+        "failed": step.failed,
+        "passed": step.passed,
+        "connections": step.connections,
+        # Near 1.0: the server process was saturated.
+        "server_cpu_per_second": _round(
+            None if meter.server_cpu is None else meter.server_cpu / wall
+        ),
+        "database_cpu_per_second": round(meter.database_cpu / wall, 3),
+        # Well below 1.0 and a small send lag: the client kept to its schedule.
+        "client_cpu_per_second": round(step.client_cpu_seconds / wall, 3),
+        "send_lag_p99_ms": round(percentile(step.send_lags, 0.99) * 1000, 1),
+    }
+
+
+def _spark(
+    args: argparse.Namespace, workdir: Path, env: dict[str, str], token: str
+) -> dict[str, Any]:
+    server = _start_server(
+        workdir, "spark", {**env, "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S)}
+    )
+    database = DatabaseCpu(env["RG_DATABASE_URL"])
+    steps: list[dict[str, Any]] = []
+
+    reporters_before = 0
+
+    def run(rate: float) -> bool:
+        nonlocal reporters_before
+        warmup = args.spark_warmup
+        if rate * SPARK_INTERVAL_S < reporters_before:
+            # The previous step's extra reporters stop: wait until the server counts them gone.
+            warmup = max(warmup, (SILENT_INTERVALS + 0.5) * SPARK_INTERVAL_S)
+        reporters_before = round(rate * SPARK_INTERVAL_S)
+        meter = Meter(server, database)
+        meter.start()
+        step = _run_loop(
+            lambda: _spark_step(
+                server.port, token, args.spark_groups, rate, warmup, args.spark_seconds
+            )
+        )
+        meter.stop()
+        steps.append(_step_summary(step, meter))
+        _progress(
+            f"spark {rate:.0f}/s: p99 {steps[-1]['p99_ms']} ms, failed {step.failed}, "
+            f"{'pass' if step.passed else 'fail'}"
+        )
+        return step.passed
+
+    best: float | None = None
+    try:
+        rate = float(args.spark_start)
+        worst: float | None = None
+        while rate <= args.spark_max:
+            if run(rate):
+                best = rate
+                rate *= 2
+            else:
+                worst = rate
+                break
+        # Bisect between the last rate that held and the first that did not.
+        low = best if best is not None else 0.0
+        for _ in range(args.spark_refine if worst is not None else 0):
+            assert worst is not None
+            middle = (low + worst) / 2
+            if middle - low < max(1.0, 0.05 * low):
+                break
+            if run(middle):
+                low = best = middle
+            else:
+                worst = middle
+    finally:
+        database.close()
+        _stop(server)
+    return {
+        "model": {
+            "groups": args.spark_groups,
+            "namespaces": args.spark_groups,
+            "namespaces_per_reporter": 1,
+            "dimensions_limited": list(DIMENSIONS),
+            "report_interval_seconds": SPARK_INTERVAL_S,
+            "load": "open loop: a fixed rate of reports spread evenly over each second, one "
+            "reporter per report per second, reporters spread round-robin over the groups; "
+            "latency from when each report was due",
+            "warmup_seconds_per_step": args.spark_warmup,
+            "measured_seconds_per_step": args.spark_seconds,
+        },
+        "p99_bar_ms": P99_BAR_S * 1000,
+        "sustained_reports_per_second": None if best is None else round(best, 1),
+        "worker_processes_per_server": None if best is None else round(best * SPARK_INTERVAL_S),
+        "steps": steps,
+        "failed": sum(step["failed"] for step in steps),
+    }
+
+
+# main
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="A smaller model and shorter steps (about a minute)."
+    )
+    parser.add_argument("--reporters", type=int, help="Broker-scale reporters (100).")
+    parser.add_argument(
+        "--namespaces-per-reporter", type=int, help="Namespaces each broker reports (5000)."
+    )
+    parser.add_argument("--spread", type=int, default=5, help="Reporters per namespace.")
+    parser.add_argument(
+        "--steady-intervals", type=int, help="Intervals after the first, figures steady (3)."
+    )
+    parser.add_argument("--spark-groups", type=int, default=1, help="Groups the workers share.")
+    parser.add_argument("--spark-start", type=float, help="First rate, reports/s (50).")
+    parser.add_argument("--spark-max", type=float, default=20_000, help="Highest rate tried.")
+    parser.add_argument("--spark-refine", type=int, help="Bisection steps after doubling (3).")
+    parser.add_argument("--spark-seconds", type=float, help="Measured seconds per step (4).")
+    parser.add_argument("--spark-warmup", type=float, help="Unmeasured seconds per step (1).")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("RG_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        help="A PostgreSQL server and a database on it to connect to; the benchmark creates "
+        "and drops a database of its own there.",
+    )
+    args = parser.parse_args(argv)
+    defaults = (
+        {
+            "reporters": 20,
+            "namespaces_per_reporter": 1000,
+            "steady_intervals": 1,
+            "spark_start": 50,
+            "spark_refine": 1,
+            "spark_seconds": 2.0,
+            "spark_warmup": 0.5,
+        }
+        if args.quick
+        else {
+            "reporters": 100,
+            "namespaces_per_reporter": 5000,
+            "steady_intervals": 3,
+            "spark_start": 50,
+            "spark_refine": 3,
+            "spark_seconds": 4.0,
+            "spark_warmup": 1.0,
+        }
+    )
+    for name, value in defaults.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if not 1 <= args.spread <= args.reporters:
+        parser.error("--spread must be between 1 and --reporters")
+    if args.reporters * args.namespaces_per_reporter % args.spread:
+        parser.error("--reporters x --namespaces-per-reporter must be a multiple of --spread")
+    if args.namespaces_per_reporter < 1 or args.steady_intervals < 0 or args.spark_groups < 1:
+        parser.error("--namespaces-per-reporter and --spark-groups >= 1, --steady-intervals >= 0")
+    if args.spark_start <= 0 or args.spark_seconds <= 0 or args.spark_warmup < 0:
+        parser.error("--spark-start and --spark-seconds must be positive")
+    return args
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    # Turn SIGTERM into an exception, so the servers are stopped and the database dropped.
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    layout = Layout(args.reporters, args.namespaces_per_reporter, args.spread)
+    key = generate_secret_key()
+    token = create_token(subject=SUPERUSER, secret_key=key)
+    workdir = Path(tempfile.mkdtemp(prefix="rg-usage-ingest-"))
+    started = time.perf_counter()
+    try:
+        with _database(args.postgres_url) as database_url:
+            env = {
+                **_clean_env(),
+                "RG_DATABASE_URL": database_url,
+                "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(key).decode(),
+                "RG_SUPERUSER_ROLES": SUPERUSER,
+            }
+            _migrate(database_url, env, workdir)
+            setup_started = time.perf_counter()
+            _populate(database_url, layout, args.spark_groups)
+            setup_s = time.perf_counter() - setup_started
+            _progress(f"populated {layout.namespaces} namespaces in {setup_s:.1f} s")
+            with psycopg.connect(database_url) as connection:
+                row = connection.execute("SHOW server_version").fetchone()
+                version = str(row[0]) if row else "?"
+            broker = _broker_scale(args, layout, workdir, env, token)
+            spark = _spark(args, workdir, env, token)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report = {
+        "benchmark": "usage_ingest",
+        "endpoint": "POST /quota/v1/reporters/{reporterId}/reports (superuser token)",
+        "server": "rgadmin serve --workers 1 --no-access-log",
+        "database": f"PostgreSQL {version}",
+        "broker_scale": broker,
+        "spark": spark,
+        "failed": broker["failed"] + spark["failed"],
+        "config": {
+            "quick": args.quick,
+            "setup_seconds": round(setup_s, 1),
+            "total_seconds": round(time.perf_counter() - started, 1),
+            "group_rates": GROUP_RATES,
+            "client": f"http.client (broker scale), {event_loop_name()} protocols (spark)",
+            "cpus": os.cpu_count(),
+            "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
+        },
+    }
+    print(json.dumps(report, indent=2))
+    return 0 if report["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""The usage ingest benchmark runs end to end on PostgreSQL, tiny, and reports what it promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_usage_ingest_runs_and_reports() -> None:
+    completed = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.usage_ingest"),
+            *("--reporters", "3", "--namespaces-per-reporter", "50", "--spread", "3"),
+            *("--steady-intervals", "1"),
+            *("--spark-start", "10", "--spark-max", "20", "--spark-refine", "0"),
+            *("--spark-seconds", "1", "--spark-warmup", "0.5"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+
+    assert {"broker_scale", "spark", "failed", "config", "database"} <= report.keys()
+    assert report["failed"] == 0
+
+    broker = report["broker_scale"]
+    assert {"model", "bar_seconds", "first_interval", "steady_interval_seconds", "meets_bar"} <= (
+        broker.keys()
+    )
+    assert broker["model"]["reporters"] == 3
+    assert broker["model"]["namespaces"] == 50
+    assert broker["model"]["reporters_per_namespace"] == 3
+    assert broker["bar_seconds"] == 6.0
+    assert len(broker["steady_intervals"]) == 1
+    for interval in (broker["first_interval"], *broker["steady_intervals"]):
+        assert interval["failed"] == 0
+        assert interval["server_wall_seconds"] > 0
+        assert {"server_cpu_seconds", "database_cpu_seconds", "rows_written"} <= interval.keys()
+    # The first interval stores every reporter's every namespace.
+    assert broker["first_interval"]["rows_written"] == 3 * 50
+    assert broker["changed_interval"]["rows_written"] == 3 * 50
+
+    spark = report["spark"]
+    assert {"sustained_reports_per_second", "worker_processes_per_server", "p99_bar_ms"} <= (
+        spark.keys()
+    )
+    assert spark["p99_bar_ms"] == 100.0
+    assert [step["offered_per_second"] for step in spark["steps"]][:1] == [10.0]
+    for step in spark["steps"]:
+        assert step["failed"] == 0
+        assert step["completed_per_second"] > 0
+        assert 0 < step["p50_ms"] <= step["p99_ms"]
