@@ -116,29 +116,32 @@ class ResourceGroupClient:
         finally:
             admin.close()
 
-    def quota(self) -> NamespaceQuota:
-        """This process's limits for the namespace, started on first use (in a worker)."""
-        return _runtime(self)
+    def quota(self, kind: str) -> NamespaceQuota:
+        """This process's limits for the namespace, started on first use (in a worker), with
+        `kind` (``"publish"`` or ``"dispatch"``) announced as traffic about to flow."""
+        return _runtime(self, kind)
 
 
 _runtimes: dict[tuple[str, str | None, str, str], NamespaceQuota] = {}
 _runtimes_lock = threading.Lock()
 
 
-def _runtime(client: ResourceGroupClient) -> NamespaceQuota:
+def _runtime(client: ResourceGroupClient, kind: str) -> NamespaceQuota:
     key = (client.url, client.token, client.tenant, client.namespace)
     quota = _runtimes.get(key)
     if quota is None:
         with _runtimes_lock:
             quota = _runtimes.get(key)
             if quota is None:
-                quota = _runtimes[key] = _start(client)
+                quota = _runtimes[key] = _start(client, kind)
+    quota.use(kind)
     return quota
 
 
-def _start(client: ResourceGroupClient) -> NamespaceQuota:
+def _start(client: ResourceGroupClient, kind: str) -> NamespaceQuota:
     policy = client.on_no_policy
     quota = NamespaceQuota(client.tenant, client.namespace)
+    quota.use(kind)
     if not isinstance(policy, str):
         quota.apply({dim: policy.get(dim, -1.0) for dim in DIMENSIONS})
     reporter = Reporter(client.admin(), [quota])

@@ -10,13 +10,26 @@ from typing import Callable, Union
 
 from ._bucket import TokenBucket, _units
 
-__all__ = ["Charges", "Limiter"]
+__all__ = ["Charges", "Limiter", "Reservation"]
 
 #: What one call charges: how many tokens to take from each bucket, as a mapping or as
 #: (bucket, amount) pairs, e.g. ``{group_msgs: rows, group_bytes: nbytes}``.
 Charges = Union[Mapping[TokenBucket, float], Iterable[tuple[TokenBucket, float]]]
 
 _Tickets = list[tuple[TokenBucket, int]]
+
+
+class Reservation:
+    """A charge made: how long its caller must still wait, at the buckets' rates now."""
+
+    __slots__ = ("_tickets",)
+
+    def __init__(self, tickets: _Tickets) -> None:
+        self._tickets = tickets
+
+    def remaining(self) -> float:
+        """Seconds until every bucket charged is clear for this caller; 0.0 once it is."""
+        return _wait_ns(self._tickets) / 1e9
 
 
 class Limiter:
@@ -35,26 +48,34 @@ class Limiter:
     until its own turn, rather than polling; the wait is re-evaluated after every sleep, so
     a rate change while a caller waits takes effect.
 
-    Three ways to wait:
+    Four ways to wait:
 
     - `acquire` charges, then sleeps until clear (with `sleep`, `time.sleep` by default;
       tests inject one driven by a fake clock);
     - `charge` charges and returns the seconds to wait without sleeping, for callers that
       run their own loop;
     - `acquire_async` is `acquire` for asyncio (with `async_sleep`, `asyncio.sleep` by
-      default).
+      default);
+    - `reserve` charges and returns a `Reservation` that tells the time left whenever asked.
+
+    With `max_sleep_s`, a waiting caller wakes at least that often to re-evaluate its wait,
+    so that a rate raised while it sleeps releases it early.
 
     Buckets may be shared by several limiters; each charge is counted wherever it happens.
     """
 
-    __slots__ = ("_async_sleep", "_lock", "_sleep")
+    __slots__ = ("_async_sleep", "_lock", "_max_sleep_s", "_sleep")
 
     def __init__(
         self,
         *,
         sleep: Callable[[float], object] | None = None,
         async_sleep: Callable[[float], Awaitable[object]] | None = None,
+        max_sleep_s: float | None = None,
     ) -> None:
+        if max_sleep_s is not None and not max_sleep_s > 0:
+            raise ValueError(f"max_sleep_s must be above 0 seconds, not {max_sleep_s!r}.")
+        self._max_sleep_s = max_sleep_s
         self._sleep: Callable[[float], object] = time.sleep if sleep is None else sleep
         self._async_sleep = async_sleep
         # Charging several buckets is made one step, so that two callers are charged in the
@@ -63,14 +84,18 @@ class Limiter:
 
     def charge(self, charges: Charges) -> float:
         """Charge every bucket; return the seconds to wait before going on (0.0 if none)."""
-        return _wait_ns(self._charge(charges)) / 1e9
+        return self.reserve(charges).remaining()
+
+    def reserve(self, charges: Charges) -> Reservation:
+        """Charge every bucket; the reservation says how long to wait, when asked."""
+        return Reservation(self._charge(charges))
 
     def acquire(self, charges: Charges) -> float:
         """Charge every bucket, then sleep until all are clear; return the seconds slept."""
-        tickets = self._charge(charges)
+        reservation = self.reserve(charges)
         waited = 0.0
         while True:
-            seconds = _wait_ns(tickets) / 1e9
+            seconds = self._next_sleep(reservation)
             if not seconds:
                 return waited
             self._sleep(seconds)
@@ -83,14 +108,20 @@ class Limiter:
             import asyncio  # only asyncio users pay for importing it
 
             sleep = asyncio.sleep
-        tickets = self._charge(charges)
+        reservation = self.reserve(charges)
         waited = 0.0
         while True:
-            seconds = _wait_ns(tickets) / 1e9
+            seconds = self._next_sleep(reservation)
             if not seconds:
                 return waited
             await sleep(seconds)
             waited += seconds
+
+    def _next_sleep(self, reservation: Reservation) -> float:
+        seconds = reservation.remaining()
+        if self._max_sleep_s is not None:
+            return min(seconds, self._max_sleep_s)
+        return seconds
 
     def _charge(self, charges: Charges) -> _Tickets:
         pairs = charges.items() if isinstance(charges, Mapping) else charges

@@ -77,9 +77,9 @@ class ThrottledReader:
             self._sleep(wait)
         data = read()
         nbytes = size(data) if size is not None else len(data)
-        limits = self._limits
-        quota = limits.quota() if isinstance(limits, ResourceGroupClient) else limits
-        owed = quota.charge(self.kind, 1, nbytes)
+        if isinstance(self._limits, ResourceGroupClient):
+            self._limits = self._limits.quota(self.kind)  # once: this process's limits
+        owed = self._limits.charge(self.kind, 1, nbytes)
         now = self._clock()
         with self._lock:
             self._resume_at = max(self._resume_at, now + owed)

@@ -38,12 +38,24 @@ BURST_S = 0.1
 # The most a report may claim: what the server reads as "demand not known yet".
 UNKNOWN_DEMAND = 1e18
 MAX_BACKOFF_S = 30.0
+MAX_SLEEP_S = 0.1
+MIN_SPACING = 0.125  # of the report interval: the least time between two reports
 
 
 class NamespaceQuota:
     """The limits one process enforces for one namespace."""
 
-    __slots__ = ("_buckets", "_estimators", "_limiter", "namespace", "tenant")
+    __slots__ = (
+        "_buckets",
+        "_estimators",
+        "_kinds",
+        "_limiter",
+        "_sleep",
+        "_starting",
+        "namespace",
+        "on_start",
+        "tenant",
+    )
 
     def __init__(
         self,
@@ -52,11 +64,18 @@ class NamespaceQuota:
         *,
         initial_rate: float | None = None,
         limiter: Limiter | None = None,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.tenant = tenant
         self.namespace = namespace
         self._limiter = limiter or Limiter()
+        self._sleep = sleep
         self._estimators = {dim: DemandEstimator() for dim in DIMENSIONS}
+        # Kinds of traffic this process carries, and those announced but not charged since.
+        self._kinds: set[str] = set()
+        self._starting: set[str] = set()
+        #: Called when a kind is announced: the reporter then reports without waiting.
+        self.on_start: Callable[[], object] | None = None
         self._buckets: dict[str, TokenBucket | None] = {
             dim: None if initial_rate is None else _bucket(initial_rate) for dim in DIMENSIONS
         }
@@ -65,21 +84,49 @@ class NamespaceQuota:
     def key(self) -> str:
         return f"{self.tenant}/{self.namespace}"
 
+    def use(self, kind: str) -> None:
+        """Announce traffic about to flow (a task starting), so that the next report, sent at
+        once, claims a share of it instead of the trickle an idle process gets."""
+        _check_kind(kind)
+        self._kinds.add(kind)
+        self._starting.add(kind)
+        if self.on_start is not None:
+            self.on_start()
+
     def acquire(self, kind: str, msgs: int, nbytes: int) -> float:
         """Charge `msgs` and `nbytes`, then wait until allowed on; returns seconds waited."""
-        charges = self._charges(kind, msgs, nbytes)
-        waited = self._limiter.acquire(charges) if charges else 0.0
-        self._estimators[f"{kind}Msgs"].record_acquired(msgs, waited)
-        self._estimators[f"{kind}Bytes"].record_acquired(nbytes, waited)
+        reservation = self._limiter.reserve(self._charges(kind, msgs, nbytes))
+        expected = reservation.remaining()
+        # Recorded before the wait, so that a report sent while this caller waits already
+        # counts it as held back: its demand shows while it is throttled, not after.
+        self._record(kind, msgs, nbytes, expected)
+        waited = 0.0
+        while True:
+            # Woken at least every MAX_SLEEP_S: a raised allocation releases it at once.
+            seconds = min(reservation.remaining(), MAX_SLEEP_S)
+            if seconds <= 0:
+                break
+            self._sleep(seconds)
+            waited += seconds
+        if waited > expected:  # the allocation fell meanwhile: held longer than foreseen
+            self._record(kind, 0, 0, 0.0, held_before_s=waited - expected)
         return waited
 
     def charge(self, kind: str, msgs: int, nbytes: int) -> float:
         """Charge without waiting; returns the seconds the caller should wait."""
-        charges = self._charges(kind, msgs, nbytes)
-        wait = self._limiter.charge(charges) if charges else 0.0
-        self._estimators[f"{kind}Msgs"].record_charged(msgs, wait)
-        self._estimators[f"{kind}Bytes"].record_charged(nbytes, wait)
+        wait = self._limiter.charge(self._charges(kind, msgs, nbytes))
+        self._record(kind, msgs, nbytes, wait)
         return wait
+
+    def _record(
+        self, kind: str, msgs: int, nbytes: int, wait_s: float, held_before_s: float = 0.0
+    ) -> None:
+        for dim, units in ((f"{kind}Msgs", msgs), (f"{kind}Bytes", nbytes)):
+            estimator = self._estimators[dim]
+            if held_before_s:
+                estimator.record_acquired(units, held_before_s)
+            else:
+                estimator.record_charged(units, wait_s)
 
     def rate(self, dimension: str) -> float | None:
         """The rate in force for a dimension; None when it is unlimited."""
@@ -87,12 +134,20 @@ class NamespaceQuota:
         return None if bucket is None else bucket.rate
 
     def usage(self) -> dict[str, dict[str, float]]:
-        """This report's figures per dimension (and the start of the next report's)."""
+        """This report's figures for the dimensions in use (and the start of the next's).
+
+        A kind announced but not charged since has an unknown demand: a task is about to
+        start, and what it will want is not measured yet.
+        """
         figures = {}
-        for dim, estimator in self._estimators.items():
-            sample = estimator.report()
-            demand = sample.demand if math.isfinite(sample.demand) else UNKNOWN_DEMAND
-            figures[dim] = {"used": round(sample.used), "demand": min(demand, UNKNOWN_DEMAND)}
+        for kind in sorted(self._kinds):
+            for dim in (f"{kind}Msgs", f"{kind}Bytes"):
+                sample = self._estimators[dim].report()
+                demand = sample.demand if kind not in self._starting else math.inf
+                figures[dim] = {
+                    "used": round(sample.used),
+                    "demand": min(demand, UNKNOWN_DEMAND),
+                }
         return figures
 
     def apply(self, allocations: dict[str, float]) -> None:
@@ -108,10 +163,16 @@ class NamespaceQuota:
                 bucket.set_rate(rate, rate * BURST_S)
 
     def _charges(self, kind: str, msgs: int, nbytes: int) -> list[tuple[TokenBucket, int]]:
-        if kind not in KINDS:
-            raise ConfigurationError(f"kind must be 'publish' or 'dispatch', not {kind!r}")
+        _check_kind(kind)
+        self._kinds.add(kind)
+        self._starting.discard(kind)
         pairs = ((self._buckets[f"{kind}Msgs"], msgs), (self._buckets[f"{kind}Bytes"], nbytes))
         return [(bucket, amount) for bucket, amount in pairs if bucket is not None and amount]
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ConfigurationError(f"kind must be 'publish' or 'dispatch', not {kind!r}")
 
 
 def _bucket(rate: float) -> TokenBucket:
@@ -140,7 +201,10 @@ class Reporter:
         self._wall_clock = wall_clock
         self._last_report = wall_clock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        for quota in self.namespaces.values():
+            quota.on_start = self._wake.set
         self.interval_s = 1.0
         self.failures = 0
 
@@ -168,6 +232,7 @@ class Reporter:
     def close(self) -> None:
         """Stop reporting and release this process's shares, so others get them at once."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
@@ -185,7 +250,16 @@ class Reporter:
 
     def _run(self) -> None:
         delay = 0.0
-        while not self._stop.wait(delay):
+        while True:
+            # Woken early when a task starts, but never more often than MIN_SPACING allows.
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            since = self._wall_clock() - self._last_report
+            spacing = self.interval_s * MIN_SPACING
+            if since < spacing:
+                time.sleep(spacing - since)
             try:
                 delay = self.run_once()
                 if self.failures:

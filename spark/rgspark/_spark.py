@@ -84,7 +84,7 @@ def throttle(df: DataFrame, client: ResourceGroupClient, kind: str) -> DataFrame
     stats = stats_for(client, kind, df.sparkSession.sparkContext)
 
     def limit(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        quota = client.quota()
+        quota = client.quota(kind)
         for batch in batches:
             for piece in _slices(batch, quota, kind):
                 waited = quota.acquire(kind, piece.num_rows, piece.nbytes)
@@ -112,7 +112,7 @@ def throttled_sink(
     _check_kind(kind)
 
     def run(rows: Iterable[Any]) -> None:
-        quota = client.quota()
+        quota = client.quota(kind)
         chunk: list[Any] = []
         limit = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
         for row in rows:
@@ -151,13 +151,17 @@ def _send(
 
 
 def _slices(batch: pa.RecordBatch, quota: NamespaceQuota, kind: str) -> Iterator[pa.RecordBatch]:
+    """Cut a batch into slices of about `BURST_S` of the rate in force when each is cut."""
     rows = batch.num_rows
-    step = _slice_rows(quota, kind, batch.nbytes / rows if rows else 0.0)
-    if not step or step >= rows:
-        yield batch
-        return
-    for offset in range(0, rows, step):
+    row_bytes = batch.nbytes / rows if rows else 0.0
+    offset = 0
+    while offset < rows:
+        step = _slice_rows(quota, kind, row_bytes) or rows
+        if offset == 0 and step >= rows:
+            yield batch
+            return
         yield batch.slice(offset, step)
+        offset += step
 
 
 def _slice_rows(quota: NamespaceQuota, kind: str, row_bytes: float) -> int:

@@ -56,12 +56,13 @@ def test_two_reporters_converge_on_shares_of_the_quota(live_url: str, job_token:
     processes = [Reporter(AdminClient(live_url, token=job_token), [q]) for q in quotas]
     for _ in range(8):
         for quota, process in zip(quotas, processes, strict=True):
-            # Both want far more than the quota: they were held back most of the time.
-            quota._estimators["publishMsgs"].record_acquired(400, 0.6)
+            # Both want far more than their share: each charge leaves them owing.
+            quota.charge("publish", 400, 0)
             process.run_once()
     rates = [q.rate("publishMsgs") or 0.0 for q in quotas]
     assert sum(rates) <= QUOTA * 1.05
-    assert rates[0] == pytest.approx(rates[1], rel=0.1)
+    assert rates[0] == pytest.approx(QUOTA / 2, rel=0.1)
+    assert rates[1] == pytest.approx(QUOTA / 2, rel=0.1)
     for process in processes:
         process.close()
 
@@ -76,6 +77,17 @@ def test_unreachable_server_keeps_the_last_allocation(live_url: str, job_token: 
         gone.run_once()
     gone.close()
     assert quota.rate("publishMsgs") == rate
+
+
+def test_a_kind_announced_but_not_yet_charged_claims_a_share(
+    live_url: str, job_token: str
+) -> None:
+    quota = NamespaceQuota("t", "ns")
+    quota.use("publish")
+    assert set(quota.usage()) == {"publishMsgs", "publishBytes"}
+    with Reporter(AdminClient(live_url, token=job_token), [quota]) as reporter:
+        reporter.run_once()
+    assert quota.rate("publishMsgs") == pytest.approx(QUOTA, rel=0.05)
 
 
 def test_initial_rate_holds_before_the_first_answer() -> None:
