@@ -1,25 +1,46 @@
 """Usage reports in the SQL store, so that every server process sees every reporter.
 
 One report is a handful of statements whatever its size: resolve the namespaces' effective
-groups, mark the reporter alive, read the fresh figures of every reporter in those groups,
-run the allocator per group and dimension, and write back only the rows that changed.
+groups together with the reporter's stored rows, mark the reporter alive, read the fresh
+figures of every other reporter in those groups, run the allocator per group and dimension,
+and write back only the rows that changed.
+
+A report may carry thousands of namespaces (PIP-82's brokers each serve 5,000, each shared
+with 4 other brokers), so nothing here costs more than a few microseconds per namespace
+and member row: Core selects of just the columns needed (no ORM objects), keys passed to
+PostgreSQL as two arrays rather than thousands of parameters, members grouped by group
+once, dimensions a group does not limit skipped, one executemany upsert for the rows due.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    String,
+    and_,
+    any_,
+    bindparam,
+    delete,
+    func,
+    not_,
+    select,
+    tuple_,
+    union_all,
+)
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from app.access import Principal
 from app.errors import Forbidden, NotFound
 from app.models import (
     DIMENSIONS,
+    RATE_COLUMNS,
     Namespace,
     NamespacePermission,
     QuotaReporter,
@@ -38,7 +59,6 @@ from app.quota.schemas import (
 )
 from app.schemas import ResourceGroupRead
 from app.services._sql import insert
-from app.services.resourcegroups import to_read
 
 # The group's configured rate that each dimension is held to.
 RATE_COLUMN = {
@@ -53,61 +73,78 @@ STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
 SILENT_INTERVALS = 3  # a reporter not heard from for this long is gone
 REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing moved
 SIGNIFICANT_CHANGE = 0.05  # smaller moves in usage or demand need not be rewritten
+ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_due`
 PURGE_INTERVALS = 10  # rows older than this are deleted
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
 
 NamespaceKey = tuple[str, str]
 
-
-@dataclass(frozen=True, slots=True)
-class Figures:
-    """One namespace's figures from one reporter, in units per second."""
-
-    usage: dict[str, float]
-    demand: dict[str, float]
-    allocation: dict[str, float | None]
-
-    @classmethod
-    def from_row(cls, row: Any) -> Figures:
-        return cls(
-            usage={dim: getattr(row, f"{dim}_usage") for dim in DIMENSIONS},
-            demand={dim: getattr(row, f"{dim}_demand") for dim in DIMENSIONS},
-            allocation={dim: getattr(row, f"{dim}_allocation") for dim in DIMENSIONS},
-        )
-
-    @classmethod
-    def from_report(cls, usage: NamespaceUsage, interval_s: float) -> Figures:
-        rates: dict[str, float] = {}
-        demands: dict[str, float] = {}
-        for dim, name in JSON_NAME.items():
-            reported = getattr(usage, name)
-            rates[dim] = 0.0 if reported is None else reported.used / interval_s
-            demands[dim] = 0.0 if reported is None else reported.demand
-        return cls(rates, demands, dict.fromkeys(DIMENSIONS))
-
-    def with_allocation(self, allocation: dict[str, float | None] | None) -> Figures:
-        return Figures(self.usage, self.demand, allocation or dict.fromkeys(DIMENSIONS))
-
-    def columns(self) -> dict[str, float | None]:
-        values: dict[str, float | None] = {}
-        for dim in DIMENSIONS:
-            values[f"{dim}_usage"] = self.usage[dim]
-            values[f"{dim}_demand"] = self.demand[dim]
-            values[f"{dim}_allocation"] = self.allocation[dim]
-        return values
+#: One reporter's figures for one namespace, flat, in the order of these ``quota_usage``
+#: columns: usage, demand and allocation of each dimension in turn. Tuples rather than
+#: objects, because a report handles tens of thousands of them.
+FIGURE_COLUMNS = tuple(
+    f"{dim}_{part}" for dim in DIMENSIONS for part in ("usage", "demand", "allocation")
+)
+Figures = tuple[Any, ...]
+USAGE, DEMAND, ALLOCATION = 0, 1, 2
+_FIGURES = [getattr(QuotaUsage, column) for column in FIGURE_COLUMNS]
+_RATES = [getattr(ResourceGroup, column) for column in RATE_COLUMNS]
+_QUOTA_INDEX = [RATE_COLUMNS.index(RATE_COLUMN[dim]) for dim in DIMENSIONS]
 
 
 @dataclass(frozen=True, slots=True)
 class Effective:
+    """A namespace's effective group, its configured rates, and what they hold each dimension to."""
+
     group: str | None
-    limits: ResourceGroup | None
+    limits: ResourceGroupRead | None
+    quotas: tuple[float | None, ...] = (None,) * len(DIMENSIONS)
+    """Per dimension, in `DIMENSIONS` order: the rate, or None when unlimited (-1 or 0)."""
+    limited: bool = False
+    """Whether any dimension is limited."""
 
     def quota(self, dim: str) -> float | None:
         """The group's rate for a dimension, or None when it is unlimited (-1 or 0)."""
-        if self.limits is None:
-            return None
-        rate: int = getattr(self.limits, RATE_COLUMN[dim])
-        return float(rate) if rate > 0 else None
+        return self.quotas[DIMENSIONS.index(dim)]
+
+
+_NO_GROUP = Effective(None, None)
+
+
+_LIMIT_FIELDS = tuple(ResourceGroupRead.model_fields)
+
+
+class _Groups:
+    """`Effective` values from query rows, one per group: namespaces share them, and groups
+    with the same rates share their limits."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, Effective] = {}
+        self.limits: dict[tuple[int, ...], tuple[ResourceGroupRead, tuple[float | None, ...]]] = {}
+
+    def of(self, group: str | None, rates: Sequence[Any]) -> Effective:
+        if group is None:
+            return _NO_GROUP
+        effective = self.seen.get(group)
+        if effective is None:
+            effective = self.seen[group] = self._effective(group, tuple(rates))
+        return effective
+
+    def _effective(self, group: str, rates: tuple[Any, ...]) -> Effective:
+        if rates[0] is None:  # the attachment names a group that is not there
+            return Effective(group, None)
+        known = self.limits.get(rates)
+        if known is None:
+            # Straight from the database's integer columns: nothing to validate.
+            limits = ResourceGroupRead.model_construct(
+                **dict(zip(_LIMIT_FIELDS, rates, strict=True))
+            )
+            quotas = tuple(
+                float(rate) if (rate := rates[index]) > 0 else None for index in _QUOTA_INDEX
+            )
+            known = self.limits[rates] = (limits, quotas)
+        limits, quotas = known
+        return Effective(group, limits, quotas, any(quota is not None for quota in quotas))
 
 
 def parse_namespace(ref: str) -> NamespaceKey:
@@ -115,22 +152,79 @@ def parse_namespace(ref: str) -> NamespaceKey:
     return tenant, namespace
 
 
+def _is_postgresql(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def _among(session: Session, column: Any, values: Sequence[str]) -> ColumnElement[bool]:
+    """``column IN values``; on PostgreSQL one array parameter, however many values."""
+    if _is_postgresql(session):
+        condition: ColumnElement[bool] = column == any_(
+            bindparam(None, list(values), type_=postgresql.ARRAY(String))
+        )
+        return condition
+    return column.in_(values)  # type: ignore[no-any-return]
+
+
+def _among_keys(
+    session: Session, tenant: Any, name: Any, keys: Sequence[NamespaceKey]
+) -> ColumnElement[bool]:
+    """``(tenant, name) IN keys``; on PostgreSQL two array parameters, however many keys."""
+    if _is_postgresql(session):
+        pairs = (
+            func.unnest(
+                bindparam(None, [key[0] for key in keys], type_=postgresql.ARRAY(String)),
+                bindparam(None, [key[1] for key in keys], type_=postgresql.ARRAY(String)),
+            )
+            .table_valued("tenant", "name")
+            .render_derived()
+        )
+        return tuple_(tenant, name).in_(select(pairs.c.tenant, pairs.c.name))
+    return tuple_(tenant, name).in_(keys)
+
+
+_GROUP = func.coalesce(Namespace.resource_group, Tenant.resource_group)
+
+
+def _namespaces(
+    session: Session, keys: Sequence[NamespaceKey], reporter_id: str | None
+) -> Sequence[Any]:
+    """Rows of (tenant, name, effective group, its six rates[, the reporter's stored row])."""
+    statement = (
+        select(Namespace.tenant, Namespace.name, _GROUP, *_RATES)
+        .join(Tenant, Tenant.name == Namespace.tenant)
+        .outerjoin(ResourceGroup, ResourceGroup.name == _GROUP)
+        .where(_among_keys(session, Namespace.tenant, Namespace.name, keys))
+    )
+    if reporter_id is not None:
+        statement = statement.add_columns(QuotaUsage.written_at, *_FIGURES).outerjoin(
+            QuotaUsage,
+            and_(
+                QuotaUsage.reporter_id == reporter_id,
+                QuotaUsage.tenant == Namespace.tenant,
+                QuotaUsage.namespace == Namespace.name,
+            ),
+        )
+    # Through the Connection: plain rows, without the ORM's result machinery.
+    return session.connection().execute(statement).all()
+
+
+def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Any]) -> None:
+    for key in keys:
+        if key not in found:
+            raise NotFound(f"Namespace does not exist: {key[0]}/{key[1]}")
+
+
 def effective_groups(
     session: Session, keys: Iterable[NamespaceKey]
 ) -> dict[NamespaceKey, Effective]:
     """Each namespace's effective group and its limits; NotFound names a missing namespace."""
     keys = list(keys)
-    group = func.coalesce(Namespace.resource_group, Tenant.resource_group)
-    rows = session.execute(
-        select(Namespace.tenant, Namespace.name, group, ResourceGroup)
-        .join(Tenant, Tenant.name == Namespace.tenant)
-        .outerjoin(ResourceGroup, ResourceGroup.name == group)
-        .where(tuple_(Namespace.tenant, Namespace.name).in_(keys))
-    )
-    found = {(tenant, name): Effective(name_, limits) for tenant, name, name_, limits in rows}
-    for key in keys:
-        if key not in found:
-            raise NotFound(f"Namespace does not exist: {key[0]}/{key[1]}")
+    groups = _Groups()
+    found = {
+        (row[0], row[1]): groups.of(row[2], row[3:]) for row in _namespaces(session, keys, None)
+    }
+    _missing(keys, found)
     return found
 
 
@@ -146,7 +240,11 @@ def authorize_reporting(
             NamespacePermission.tenant, NamespacePermission.namespace, NamespacePermission.actions
         )
         .where(NamespacePermission.role == principal.role)
-        .where(tuple_(NamespacePermission.tenant, NamespacePermission.namespace).in_(keys))
+        .where(
+            _among_keys(
+                session, NamespacePermission.tenant, NamespacePermission.namespace, list(keys)
+            )
+        )
     )
     allowed = {(t, ns) for t, ns, actions in granted if REPORTING_ACTIONS & set(actions)}
     tenants = {tenant for tenant, _ in keys - allowed}
@@ -189,6 +287,18 @@ def claim_reporter(
         )
 
 
+@dataclass(slots=True)
+class _Own:
+    """One namespace of the report being handled."""
+
+    ref: str
+    effective: Effective
+    figures: Figures
+    """As reported, with the allocations in force (the stored ones) in place."""
+    stored: Figures | None
+    written_at: datetime | None
+
+
 def submit(
     session: Session,
     *,
@@ -200,55 +310,70 @@ def submit(
 ) -> ReportResult:
     """Store a report (unless it is too old) and answer with the reporter's allocations."""
     refs = {parse_namespace(ref): ref for ref in report.namespaces}
-    effective = effective_groups(session, refs)
-    authorize_reporting(session, principal, refs)
+    keys = list(refs)
+    covered_s = report.intervalMs / 1000
+    groups = _Groups()
+    own: dict[NamespaceKey, _Own] = {}
+    for row in _namespaces(session, keys, reporter_id):
+        key = (row[0], row[1])
+        stored = None if row[9] is None else tuple(row[10:])
+        ref = refs[key]
+        own[key] = _Own(
+            ref=ref,
+            effective=groups.of(row[2], row[3:9]),
+            figures=_reported(report.namespaces[ref], covered_s, stored),
+            stored=stored,
+            written_at=row[9],
+        )
+    _missing(keys, own)
+    authorize_reporting(session, principal, keys)
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)
     claim_reporter(session, principal, reporter_id, moment, alive=accepted)
 
-    stored = {
-        (row.tenant, row.namespace): row
-        for row in session.scalars(select(QuotaUsage).where(QuotaUsage.reporter_id == reporter_id))
-    }
-    covered_s = report.intervalMs / 1000
-    own = {
-        key: Figures.from_report(report.namespaces[ref], covered_s).with_allocation(
-            Figures.from_row(stored[key]).allocation if key in stored else None
-        )
-        for key, ref in refs.items()
-    }
-    grants = _allocate(session, effective, own, reporter_id, moment, interval_s)
-    granted = {
-        key: {dim: None if grant is None else grant.rate for dim, grant in dims.items()}
-        for key, dims in grants.items()
-    }
+    grants = _allocate(session, own, reporter_id, moment, interval_s)
     if accepted:
-        _write(session, reporter_id, stored, own, granted, moment, interval_s)
+        _write(session, reporter_id, own, grants, moment, interval_s)
     # A reporter still settling into its share reports again sooner than the interval.
     next_report_s = min(
         (
             grant.report_after(interval_s)
             for dims in grants.values()
-            for grant in dims.values()
+            for grant in dims
             if grant is not None
         ),
         default=interval_s,
     )
-    return ReportResult(
+    # Built without validation: every value is already a float, an int or a stored group.
+    answer = NamespaceAllocation.model_construct
+    return ReportResult.model_construct(
         accepted=accepted,
         reportIntervalMs=max(1, round(next_report_s * 1000)),
         namespaces={
-            ref: NamespaceAllocation(
-                resourceGroup=effective[key].group,
-                limits=limits_of(effective[key]),
+            entry.ref: answer(
+                resourceGroup=entry.effective.group,
+                limits=entry.effective.limits,
                 allocations={
-                    JSON_NAME[dim]: UNLIMITED if rate is None else rate
-                    for dim, rate in granted[key].items()
+                    name: UNLIMITED if grant is None else grant.rate
+                    for name, grant in zip(DIMENSION_NAMES, grants[key], strict=True)
                 },
             )
-            for key, ref in refs.items()
+            for key, entry in own.items()
         },
     )
+
+
+def _reported(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
+    """A namespace's figures as reported, per second, with the stored allocations."""
+    figures: list[float | None] = []
+    for index, name in enumerate(DIMENSION_NAMES):
+        reported = getattr(usage, name)
+        if reported is None:
+            figures += (0.0, 0.0)
+        else:
+            figures += (reported.used / covered_s, reported.demand)
+        figures.append(None if stored is None else stored[3 * index + ALLOCATION])
+    return tuple(figures)
 
 
 def unit_id(reporter_id: str, key: NamespaceKey) -> str:
@@ -258,139 +383,151 @@ def unit_id(reporter_id: str, key: NamespaceKey) -> str:
 
 def _allocate(
     session: Session,
-    effective: dict[NamespaceKey, Effective],
-    own: dict[NamespaceKey, Figures],
+    own: dict[NamespaceKey, _Own],
     reporter_id: str,
     now: datetime,
     interval_s: float,
-) -> dict[NamespaceKey, dict[str, Grant | None]]:
+) -> dict[NamespaceKey, list[Grant | None]]:
     """The reporter's grant per namespace and dimension; None where its group sets no limit."""
-    granted: dict[NamespaceKey, dict[str, Grant | None]] = {
-        key: dict.fromkeys(DIMENSIONS) for key in own
-    }
-    limited = {
-        e.group: e
-        for e in effective.values()
-        if e.group is not None and any(e.quota(dim) for dim in DIMENSIONS)
-    }
-    members: dict[str, dict[str, Figures]] = defaultdict(dict)
-    for group, unit, figures in _peer_units(session, set(limited), reporter_id, now, interval_s):
-        members[group][unit] = figures
-    for key, figures in own.items():
-        own_group = effective[key].group
-        if own_group is not None and own_group in limited:
-            members[own_group][unit_id(reporter_id, key)] = figures
-    for group, units in members.items():
-        for dim in DIMENSIONS:
-            quota = limited[group].quota(dim)
+    granted: dict[NamespaceKey, list[Grant | None]] = {key: [None] * len(DIMENSIONS) for key in own}
+    # The reporter's own namespaces by limited group: a group is planned once, for all of them.
+    mine: dict[str, list[tuple[str, _Own, list[Grant | None]]]] = defaultdict(list)
+    for key, entry in own.items():
+        effective = entry.effective
+        if effective.group is not None and effective.limited:
+            mine[effective.group].append((unit_id(reporter_id, key), entry, granted[key]))
+    if not mine:
+        return granted
+    peers: dict[str, list[tuple[str, Figures]]] = defaultdict(list)
+    for row in _peer_rows(session, list(mine), reporter_id, now, interval_s):
+        peers[row[0]].append((f"{row[1]}@{row[2]}/{row[3]}", row[4:]))
+    for group, units in mine.items():
+        quotas = units[0][1].effective.quotas
+        members = peers.get(group, [])
+        for index, quota in enumerate(quotas):
             if quota is None:
                 continue
-            shares = plan(
-                quota,
-                [
-                    Report(unit, f.usage[dim], f.demand[dim], f.allocation[dim])
-                    for unit, f in units.items()
-                ],
-            )
-            for key in own:
-                if effective[key].group == group:
-                    granted[key][dim] = shares[unit_id(reporter_id, key)]
+            usage, demand, allocation = 3 * index, 3 * index + 1, 3 * index + 2
+            reports = [Report(unit, f[usage], f[demand], f[allocation]) for unit, f in members]
+            reports += [
+                Report(unit, e.figures[usage], e.figures[demand], e.figures[allocation])
+                for unit, e, _ in units
+            ]
+            shares = plan(quota, reports)
+            for unit, _, grants in units:
+                grants[index] = shares[unit]
     return granted
 
 
-def _peer_units(
-    session: Session, groups: set[str], reporter_id: str, now: datetime, interval_s: float
-) -> Iterable[tuple[str, str, Figures]]:
-    """Fresh figures of every other reporter in these groups: (group, unit, figures)."""
-    if not groups:
-        return
-    group = func.coalesce(Namespace.resource_group, Tenant.resource_group)
-    rows = session.execute(
-        select(QuotaUsage, group)
-        .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
-        .join(
-            Namespace,
-            (Namespace.tenant == QuotaUsage.tenant) & (Namespace.name == QuotaUsage.namespace),
-        )
+def _peer_rows(
+    session: Session, groups: list[str], reporter_id: str, now: datetime, interval_s: float
+) -> Sequence[Any]:
+    """Fresh figures of every other reporter in these groups: (group, reporter, tenant,
+    namespace, *figures) rows."""
+    # A namespace is in a group by its own attachment, or by its tenant's when it has none;
+    # as two selects each can use its index, which the COALESCE of both could not.
+    attached = select(
+        Namespace.tenant, Namespace.name, Namespace.resource_group.label("grp")
+    ).where(_among(session, Namespace.resource_group, groups))
+    inherited = (
+        select(Namespace.tenant, Namespace.name, Tenant.resource_group.label("grp"))
         .join(Tenant, Tenant.name == Namespace.tenant)
-        .where(group.in_(groups))
-        .where(QuotaUsage.reporter_id != reporter_id)
-        .where(QuotaReporter.last_seen_at > now - timedelta(seconds=SILENT_INTERVALS * interval_s))
-        .where(
-            QuotaUsage.written_at > now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s)
-        )
+        .where(Namespace.resource_group.is_(None))
+        .where(_among(session, Tenant.resource_group, groups))
     )
-    for usage, group_name in rows:
-        key = (usage.tenant, usage.namespace)
-        yield str(group_name), unit_id(usage.reporter_id, key), Figures.from_row(usage)
+    members = union_all(attached, inherited).subquery()
+    rows: Sequence[Any] = (
+        session.connection()
+        .execute(
+            select(
+                members.c.grp,
+                QuotaUsage.reporter_id,
+                QuotaUsage.tenant,
+                QuotaUsage.namespace,
+                *_FIGURES,
+            )
+            .join(
+                QuotaUsage,
+                (QuotaUsage.tenant == members.c.tenant) & (QuotaUsage.namespace == members.c.name),
+            )
+            .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
+            .where(QuotaUsage.reporter_id != reporter_id)
+            .where(
+                QuotaReporter.last_seen_at > now - timedelta(seconds=SILENT_INTERVALS * interval_s)
+            )
+            .where(
+                QuotaUsage.written_at
+                > now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s)
+            )
+        )
+        .all()
+    )
+    return rows
 
 
 def _write(
     session: Session,
     reporter_id: str,
-    stored: dict[NamespaceKey, QuotaUsage],
-    own: dict[NamespaceKey, Figures],
-    granted: dict[NamespaceKey, dict[str, float | None]],
+    own: dict[NamespaceKey, _Own],
+    granted: dict[NamespaceKey, list[Grant | None]],
     now: datetime,
     interval_s: float,
 ) -> None:
     """Write the rows that moved (or are due a refresh); drop namespaces no longer reported."""
+    refresh_by = now - timedelta(seconds=(REFRESH_INTERVALS - 1) * interval_s)
     rows = []
-    for key, figures in own.items():
-        new = figures.with_allocation(granted[key])
-        old = stored.get(key)
-        if old is None or _due(old, new, now, interval_s):
-            rows.append(
-                {
-                    "reporter_id": reporter_id,
-                    "tenant": key[0],
-                    "namespace": key[1],
-                    "written_at": now,
-                    **new.columns(),
-                }
-            )
+    for key, entry in own.items():
+        figures = list(entry.figures)
+        for index, grant in enumerate(granted[key]):
+            figures[3 * index + ALLOCATION] = None if grant is None else grant.rate
+        if entry.stored is None or _due(entry, tuple(figures), refresh_by):
+            row = dict(zip(FIGURE_COLUMNS, figures, strict=True))
+            row.update(reporter_id=reporter_id, tenant=key[0], namespace=key[1], written_at=now)
+            rows.append(row)
     if rows:
-        statement = insert(session, QuotaUsage)
-        session.execute(
+        # The table, not the mapped class: a Core executemany, without the ORM's bulk machinery.
+        statement = insert(session, QuotaUsage.__table__)
+        session.connection().execute(
             statement.on_conflict_do_update(
                 index_elements=["reporter_id", "tenant", "namespace"],
                 set_={
-                    column: statement.excluded[column]
-                    for column in rows[0]
-                    if column not in ("reporter_id", "tenant", "namespace")
+                    column: statement.excluded[column] for column in ("written_at", *FIGURE_COLUMNS)
                 },
             ),
             rows,
         )
-    gone = set(stored) - set(own)
-    if gone:
+    # Namespaces this reporter no longer serves; counted first, as there rarely are any.
+    stored = session.scalar(
+        select(func.count()).select_from(QuotaUsage).where(QuotaUsage.reporter_id == reporter_id)
+    )
+    if stored and stored > len(own):
         session.execute(
             delete(QuotaUsage)
             .where(QuotaUsage.reporter_id == reporter_id)
-            .where(tuple_(QuotaUsage.tenant, QuotaUsage.namespace).in_(gone))
+            .where(not_(_among_keys(session, QuotaUsage.tenant, QuotaUsage.namespace, list(own))))
         )
 
 
-def _due(old: QuotaUsage, new: Figures, now: datetime, interval_s: float) -> bool:
+def _due(entry: _Own, new: Figures, refresh_by: datetime) -> bool:
     """Whether a row must be rewritten: it is due a refresh, or a figure moved noticeably.
 
     Allocations are what other reporters' headroom is computed from, so any real change to
     them is written; usage and demand may drift by less than 5% unrecorded, for at most
     ``REFRESH_INTERVALS`` intervals.
     """
-    age = (now - _aware(old.written_at)).total_seconds()
-    if age >= (REFRESH_INTERVALS - 1) * interval_s:
+    old = entry.stored
+    assert old is not None and entry.written_at is not None
+    if _aware(entry.written_at) <= refresh_by:
         return True
-    previous = Figures.from_row(old)
-    for dim in DIMENSIONS:
-        if _moved(previous.usage[dim], new.usage[dim], SIGNIFICANT_CHANGE):
+    for index in range(0, len(FIGURE_COLUMNS), 3):
+        if _moved(old[index + USAGE], new[index + USAGE], SIGNIFICANT_CHANGE):
             return True
-        if _moved(previous.demand[dim], new.demand[dim], SIGNIFICANT_CHANGE):
+        if _moved(old[index + DEMAND], new[index + DEMAND], SIGNIFICANT_CHANGE):
             return True
-        before, after = previous.allocation[dim], new.allocation[dim]
+        before, after = old[index + ALLOCATION], new[index + ALLOCATION]
         if (before is None) != (after is None):
             return True
-        if before is not None and after is not None and _moved(before, after, 0.001):
+        if before is not None and after is not None and _moved(before, after, ALLOCATION_CHANGE):
             return True
     return False
 
@@ -405,7 +542,7 @@ def _aware(moment: datetime) -> datetime:
 
 
 def limits_of(effective: Effective) -> ResourceGroupRead | None:
-    return None if effective.limits is None else to_read(effective.limits)
+    return effective.limits
 
 
 def release(session: Session, principal: Principal, reporter_id: str) -> None:
