@@ -366,12 +366,18 @@ def submit(
 def _reported(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
     """A namespace's figures as reported, per second, with the stored allocations."""
     figures: list[float | None] = []
-    for index, name in enumerate(DIMENSION_NAMES):
-        reported = getattr(usage, name)
+    # In DIMENSION_NAMES order.
+    dims = (
+        usage.get("publishMsgs"),
+        usage.get("publishBytes"),
+        usage.get("dispatchMsgs"),
+        usage.get("dispatchBytes"),
+    )
+    for index, reported in enumerate(dims):
         if reported is None:
             figures += (0.0, 0.0)
         else:
-            figures += (reported.used / covered_s, reported.demand)
+            figures += (reported["used"] / covered_s, reported["demand"])
         figures.append(None if stored is None else stored[3 * index + ALLOCATION])
     return tuple(figures)
 
