@@ -40,6 +40,7 @@ UNKNOWN_DEMAND = 1e18
 MAX_BACKOFF_S = 30.0
 MAX_SLEEP_S = 0.1
 MIN_SPACING = 0.125  # of the report interval: the least time between two reports
+DEMAND_CHANGE = 0.10  # a demand moving more than this is reported before the interval is up
 
 
 class NamespaceQuota:
@@ -50,6 +51,7 @@ class NamespaceQuota:
         "_estimators",
         "_kinds",
         "_limiter",
+        "_reported",
         "_sleep",
         "_starting",
         "namespace",
@@ -74,6 +76,7 @@ class NamespaceQuota:
         # Kinds of traffic this process carries, and those announced but not charged since.
         self._kinds: set[str] = set()
         self._starting: set[str] = set()
+        self._reported: dict[str, float] = {}  # the demand each dimension last reported
         #: Called when a kind is announced: the reporter then reports without waiting.
         self.on_start: Callable[[], object] | None = None
         self._buckets: dict[str, TokenBucket | None] = {
@@ -144,11 +147,23 @@ class NamespaceQuota:
             for dim in (f"{kind}Msgs", f"{kind}Bytes"):
                 sample = self._estimators[dim].report()
                 demand = sample.demand if kind not in self._starting else math.inf
+                self._reported[dim] = demand
                 figures[dim] = {
                     "used": round(sample.used),
                     "demand": min(demand, UNKNOWN_DEMAND),
                 }
         return figures
+
+    def demand_moved(self, threshold: float = DEMAND_CHANGE) -> bool:
+        """Whether some dimension's demand moved by more than `threshold` since the last
+        report (PIP-82's "significant change"): worth reporting before the interval is up."""
+        for dim, before in self._reported.items():
+            now = self._estimators[dim].demand()
+            if math.isinf(before) or math.isinf(now):
+                continue  # unknown until measured; the next regular report settles it
+            if abs(now - before) > threshold * max(before, now, 1.0):
+                return True
+        return False
 
     def apply(self, allocations: dict[str, float]) -> None:
         """Hold each dimension to its allocation (-1: unlimited), keeping any debt."""
@@ -242,6 +257,27 @@ class Reporter:
         finally:
             self.admin.close()
 
+    def _wait(self, delay: float) -> None:
+        """Sleep until the next report is due, or earlier when a task starts or demand moves
+        by more than DEMAND_CHANGE; never report more often than MIN_SPACING allows."""
+        spacing = self.interval_s * MIN_SPACING
+        due = self._last_report + delay
+        while not self._stop.is_set():
+            now = self._wall_clock()
+            early_ok = now - self._last_report >= spacing
+            if now >= due or (early_ok and self._moved()):
+                return
+            woken = self._wake.wait(min(due - now, spacing))
+            if woken:
+                self._wake.clear()
+                now = self._wall_clock()
+                if now - self._last_report < spacing:
+                    time.sleep(spacing - (now - self._last_report))
+                return
+
+    def _moved(self) -> bool:
+        return any(quota.demand_moved() for quota in self.namespaces.values())
+
     def __enter__(self) -> Reporter:
         return self
 
@@ -251,15 +287,9 @@ class Reporter:
     def _run(self) -> None:
         delay = 0.0
         while True:
-            # Woken early when a task starts, but never more often than MIN_SPACING allows.
-            self._wake.wait(delay)
-            self._wake.clear()
+            self._wait(delay)
             if self._stop.is_set():
                 return
-            since = self._wall_clock() - self._last_report
-            spacing = self.interval_s * MIN_SPACING
-            if since < spacing:
-                time.sleep(spacing - since)
             try:
                 delay = self.run_once()
                 if self.failures:
