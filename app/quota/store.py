@@ -14,6 +14,7 @@ once, dimensions a group does not limit skipped, one executemany upsert for the 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
+    Connection,
     String,
     and_,
     any_,
@@ -33,7 +36,7 @@ from sqlalchemy import (
     tuple_,
     union_all,
 )
-from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.access import Principal
@@ -58,7 +61,6 @@ from app.quota.schemas import (
     UsageReport,
 )
 from app.schemas import ResourceGroupRead
-from app.services._sql import insert
 
 # The group's configured rate that each dimension is held to.
 RATE_COLUMN = {
@@ -152,61 +154,137 @@ def parse_namespace(ref: str) -> NamespaceKey:
     return tenant, namespace
 
 
-def _is_postgresql(session: Session) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
+class _Sql:
+    """The statements of a report, built once per dialect with named parameters.
 
+    Built once, a statement is also compiled once (SQLAlchemy caches the compiled form by
+    its structure), which matters to the many small reports of Spark workers: building
+    and compiling them afresh cost more than running them. On PostgreSQL a set of keys is
+    two array parameters however many there are; SQLite gets one parameter per value.
+    """
 
-def _among(session: Session, column: Any, values: Sequence[str]) -> ColumnElement[bool]:
-    """``column IN values``; on PostgreSQL one array parameter, however many values."""
-    if _is_postgresql(session):
-        condition: ColumnElement[bool] = column == any_(
-            bindparam(None, list(values), type_=postgresql.ARRAY(String))
+    def __init__(self, dialect: str) -> None:
+        self.postgresql = dialect == "postgresql"
+        reporter: BindParameter[str] = bindparam("reporter_id")
+        group = func.coalesce(Namespace.resource_group, Tenant.resource_group)
+        namespaces = (
+            select(Namespace.tenant, Namespace.name, group, *_RATES)
+            .join(Tenant, Tenant.name == Namespace.tenant)
+            .outerjoin(ResourceGroup, ResourceGroup.name == group)
+            .where(self._keys_in(Namespace.tenant, Namespace.name))
         )
-        return condition
-    return column.in_(values)  # type: ignore[no-any-return]
-
-
-def _among_keys(
-    session: Session, tenant: Any, name: Any, keys: Sequence[NamespaceKey]
-) -> ColumnElement[bool]:
-    """``(tenant, name) IN keys``; on PostgreSQL two array parameters, however many keys."""
-    if _is_postgresql(session):
-        pairs = (
-            func.unnest(
-                bindparam(None, [key[0] for key in keys], type_=postgresql.ARRAY(String)),
-                bindparam(None, [key[1] for key in keys], type_=postgresql.ARRAY(String)),
-            )
-            .table_valued("tenant", "name")
-            .render_derived()
-        )
-        return tuple_(tenant, name).in_(select(pairs.c.tenant, pairs.c.name))
-    return tuple_(tenant, name).in_(keys)
-
-
-_GROUP = func.coalesce(Namespace.resource_group, Tenant.resource_group)
-
-
-def _namespaces(
-    session: Session, keys: Sequence[NamespaceKey], reporter_id: str | None
-) -> Sequence[Any]:
-    """Rows of (tenant, name, effective group, its six rates[, the reporter's stored row])."""
-    statement = (
-        select(Namespace.tenant, Namespace.name, _GROUP, *_RATES)
-        .join(Tenant, Tenant.name == Namespace.tenant)
-        .outerjoin(ResourceGroup, ResourceGroup.name == _GROUP)
-        .where(_among_keys(session, Namespace.tenant, Namespace.name, keys))
-    )
-    if reporter_id is not None:
-        statement = statement.add_columns(QuotaUsage.written_at, *_FIGURES).outerjoin(
+        #: (tenant, name, effective group, its six rates)
+        self.namespaces = namespaces
+        stored = select(func.count()).where(QuotaUsage.reporter_id == reporter)
+        #: The same, then how many rows the reporter has in all, then its stored row.
+        self.own = namespaces.add_columns(
+            stored.scalar_subquery(), QuotaUsage.written_at, *_FIGURES
+        ).outerjoin(
             QuotaUsage,
             and_(
-                QuotaUsage.reporter_id == reporter_id,
+                QuotaUsage.reporter_id == reporter,
                 QuotaUsage.tenant == Namespace.tenant,
                 QuotaUsage.namespace == Namespace.name,
             ),
         )
-    # Through the Connection: plain rows, without the ORM's result machinery.
-    return session.connection().execute(statement).all()
+        self.owner = select(QuotaReporter.role).where(QuotaReporter.reporter_id == reporter)
+        reporters = self._insert(QuotaReporter.__table__)
+        # The owner comes back: the role that first used the id, or this one if it is new.
+        self.claim = (
+            reporters.values(
+                reporter_id=reporter, role=bindparam("role"), last_seen_at=bindparam("now")
+            )
+            .on_conflict_do_update(
+                index_elements=["reporter_id"],
+                set_={"last_seen_at": reporters.excluded.last_seen_at},
+            )
+            .returning(QuotaReporter.role)
+        )
+        # A namespace is in a group by its own attachment, or by its tenant's when it has
+        # none; as two selects each can use its index, which the COALESCE of both could not.
+        attached = select(
+            Namespace.tenant, Namespace.name, Namespace.resource_group.label("grp")
+        ).where(self._among(Namespace.resource_group, "groups"))
+        inherited = (
+            select(Namespace.tenant, Namespace.name, Tenant.resource_group.label("grp"))
+            .join(Tenant, Tenant.name == Namespace.tenant)
+            .where(Namespace.resource_group.is_(None))
+            .where(self._among(Tenant.resource_group, "groups"))
+        )
+        members = union_all(attached, inherited).subquery()
+        #: (group, reporter, tenant, namespace, *figures) of the other reporters' fresh rows
+        self.peers = (
+            select(
+                members.c.grp,
+                QuotaUsage.reporter_id,
+                QuotaUsage.tenant,
+                QuotaUsage.namespace,
+                *_FIGURES,
+            )
+            .join(
+                QuotaUsage,
+                (QuotaUsage.tenant == members.c.tenant) & (QuotaUsage.namespace == members.c.name),
+            )
+            .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
+            .where(QuotaUsage.reporter_id != reporter)
+            .where(QuotaReporter.last_seen_at > bindparam("alive_after"))
+            .where(QuotaUsage.written_at > bindparam("fresh_after"))
+        )
+        # The table, not the mapped class: a Core executemany, without the ORM's bulk work.
+        usage = self._insert(QuotaUsage.__table__)
+        self.upsert = usage.on_conflict_do_update(
+            index_elements=["reporter_id", "tenant", "namespace"],
+            set_={column: usage.excluded[column] for column in ("written_at", *FIGURE_COLUMNS)},
+        )
+        self.drop_others = (
+            delete(QuotaUsage)
+            .where(QuotaUsage.reporter_id == reporter)
+            .where(not_(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace)))
+        )
+
+    def _insert(self, table: Any) -> Any:
+        return postgresql.insert(table) if self.postgresql else sqlite.insert(table)
+
+    def _among(self, column: Any, name: str) -> ColumnElement[bool]:
+        if self.postgresql:
+            condition: ColumnElement[bool] = column == any_(
+                bindparam(name, type_=postgresql.ARRAY(String))
+            )
+            return condition
+        return column.in_(bindparam(name, expanding=True))  # type: ignore[no-any-return]
+
+    def _keys_in(self, tenant: Any, name: Any) -> ColumnElement[bool]:
+        if self.postgresql:
+            pairs = (
+                func.unnest(
+                    bindparam("tenants", type_=postgresql.ARRAY(String)),
+                    bindparam("names", type_=postgresql.ARRAY(String)),
+                )
+                .table_valued("tenant", "name")
+                .render_derived()
+            )
+            return tuple_(tenant, name).in_(select(pairs.c.tenant, pairs.c.name))
+        return tuple_(tenant, name).in_(bindparam("keys", expanding=True))
+
+    def keys(self, keys: Sequence[NamespaceKey]) -> dict[str, Any]:
+        """The parameters that `_keys_in` takes."""
+        if self.postgresql:
+            return {"tenants": [key[0] for key in keys], "names": [key[1] for key in keys]}
+        return {"keys": list(keys)}
+
+    def groups(self, groups: Sequence[str]) -> dict[str, Any]:
+        return {"groups": list(groups)}
+
+
+@functools.cache
+def _statements(dialect: str) -> _Sql:
+    return _Sql(dialect)
+
+
+def _sql(session: Session) -> tuple[Connection, _Sql]:
+    """The session's connection (plain rows, not the ORM's result machinery) and statements."""
+    connection = session.connection()
+    return connection, _statements(connection.dialect.name)
 
 
 def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Any]) -> None:
@@ -220,9 +298,11 @@ def effective_groups(
 ) -> dict[NamespaceKey, Effective]:
     """Each namespace's effective group and its limits; NotFound names a missing namespace."""
     keys = list(keys)
+    connection, sql = _sql(session)
     groups = _Groups()
     found = {
-        (row[0], row[1]): groups.of(row[2], row[3:]) for row in _namespaces(session, keys, None)
+        (row[0], row[1]): groups.of(row[2], row[3:])
+        for row in connection.execute(sql.namespaces, sql.keys(keys))
     }
     _missing(keys, found)
     return found
@@ -240,11 +320,7 @@ def authorize_reporting(
             NamespacePermission.tenant, NamespacePermission.namespace, NamespacePermission.actions
         )
         .where(NamespacePermission.role == principal.role)
-        .where(
-            _among_keys(
-                session, NamespacePermission.tenant, NamespacePermission.namespace, list(keys)
-            )
-        )
+        .where(tuple_(NamespacePermission.tenant, NamespacePermission.namespace).in_(keys))
     )
     allowed = {(t, ns) for t, ns, actions in granted if REPORTING_ACTIONS & set(actions)}
     tenants = {tenant for tenant, _ in keys - allowed}
@@ -270,21 +346,17 @@ def claim_reporter(
     session: Session, principal: Principal, reporter_id: str, now: datetime, *, alive: bool
 ) -> None:
     """The reporter belongs to the role that first reported with it; mark it alive."""
-    owner = session.scalar(
-        select(QuotaReporter.role).where(QuotaReporter.reporter_id == reporter_id)
-    )
+    connection, sql = _sql(session)
+    if alive:
+        # One statement: marked alive, and the owner returned. Refused, the transaction
+        # rolls back, and the mark with it.
+        owner = connection.execute(
+            sql.claim, {"reporter_id": reporter_id, "role": principal.role, "now": now}
+        ).scalar_one()
+    else:
+        owner = connection.execute(sql.owner, {"reporter_id": reporter_id}).scalar()
     if owner is not None and owner != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
-    if alive:
-        statement = insert(session, QuotaReporter).values(
-            reporter_id=reporter_id, role=owner or principal.role, last_seen_at=now
-        )
-        session.execute(
-            statement.on_conflict_do_update(
-                index_elements=["reporter_id"],
-                set_={"last_seen_at": statement.excluded.last_seen_at},
-            )
-        )
 
 
 @dataclass(slots=True)
@@ -312,18 +384,22 @@ def submit(
     refs = {parse_namespace(ref): ref for ref in report.namespaces}
     keys = list(refs)
     covered_s = report.intervalMs / 1000
+    connection, sql = _sql(session)
     groups = _Groups()
     own: dict[NamespaceKey, _Own] = {}
-    for row in _namespaces(session, keys, reporter_id):
+    # None: not known, as there were no namespaces to ask with.
+    rows_stored: int | None = None
+    for row in connection.execute(sql.own, {"reporter_id": reporter_id, **sql.keys(keys)}):
         key = (row[0], row[1])
-        stored = None if row[9] is None else tuple(row[10:])
+        rows_stored = row[9]
+        stored = None if row[10] is None else tuple(row[11:])
         ref = refs[key]
         own[key] = _Own(
             ref=ref,
             effective=groups.of(row[2], row[3:9]),
             figures=_reported(report.namespaces[ref], covered_s, stored),
             stored=stored,
-            written_at=row[9],
+            written_at=row[10],
         )
     _missing(keys, own)
     authorize_reporting(session, principal, keys)
@@ -333,7 +409,7 @@ def submit(
 
     grants = _allocate(session, own, reporter_id, moment, interval_s)
     if accepted:
-        _write(session, reporter_id, own, grants, moment, interval_s)
+        _write(session, reporter_id, own, rows_stored, grants, moment, interval_s)
     # A reporter still settling into its share reports again sooner than the interval.
     next_report_s = min(
         (
@@ -405,7 +481,14 @@ def _allocate(
     if not mine:
         return granted
     peers: dict[str, list[tuple[str, Figures]]] = defaultdict(list)
-    for row in _peer_rows(session, list(mine), reporter_id, now, interval_s):
+    connection, sql = _sql(session)
+    parameters = {
+        "reporter_id": reporter_id,
+        "alive_after": now - timedelta(seconds=SILENT_INTERVALS * interval_s),
+        "fresh_after": now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s),
+        **sql.groups(list(mine)),
+    }
+    for row in connection.execute(sql.peers, parameters):
         peers[row[0]].append((f"{row[1]}@{row[2]}/{row[3]}", row[4:]))
     for group, units in mine.items():
         quotas = units[0][1].effective.quotas
@@ -425,61 +508,17 @@ def _allocate(
     return granted
 
 
-def _peer_rows(
-    session: Session, groups: list[str], reporter_id: str, now: datetime, interval_s: float
-) -> Sequence[Any]:
-    """Fresh figures of every other reporter in these groups: (group, reporter, tenant,
-    namespace, *figures) rows."""
-    # A namespace is in a group by its own attachment, or by its tenant's when it has none;
-    # as two selects each can use its index, which the COALESCE of both could not.
-    attached = select(
-        Namespace.tenant, Namespace.name, Namespace.resource_group.label("grp")
-    ).where(_among(session, Namespace.resource_group, groups))
-    inherited = (
-        select(Namespace.tenant, Namespace.name, Tenant.resource_group.label("grp"))
-        .join(Tenant, Tenant.name == Namespace.tenant)
-        .where(Namespace.resource_group.is_(None))
-        .where(_among(session, Tenant.resource_group, groups))
-    )
-    members = union_all(attached, inherited).subquery()
-    rows: Sequence[Any] = (
-        session.connection()
-        .execute(
-            select(
-                members.c.grp,
-                QuotaUsage.reporter_id,
-                QuotaUsage.tenant,
-                QuotaUsage.namespace,
-                *_FIGURES,
-            )
-            .join(
-                QuotaUsage,
-                (QuotaUsage.tenant == members.c.tenant) & (QuotaUsage.namespace == members.c.name),
-            )
-            .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
-            .where(QuotaUsage.reporter_id != reporter_id)
-            .where(
-                QuotaReporter.last_seen_at > now - timedelta(seconds=SILENT_INTERVALS * interval_s)
-            )
-            .where(
-                QuotaUsage.written_at
-                > now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s)
-            )
-        )
-        .all()
-    )
-    return rows
-
-
 def _write(
     session: Session,
     reporter_id: str,
     own: dict[NamespaceKey, _Own],
+    rows_stored: int | None,
     granted: dict[NamespaceKey, list[Grant | None]],
     now: datetime,
     interval_s: float,
 ) -> None:
     """Write the rows that moved (or are due a refresh); drop namespaces no longer reported."""
+    connection, sql = _sql(session)
     refresh_by = now - timedelta(seconds=(REFRESH_INTERVALS - 1) * interval_s)
     rows = []
     for key, entry in own.items():
@@ -491,27 +530,11 @@ def _write(
             row.update(reporter_id=reporter_id, tenant=key[0], namespace=key[1], written_at=now)
             rows.append(row)
     if rows:
-        # The table, not the mapped class: a Core executemany, without the ORM's bulk machinery.
-        statement = insert(session, QuotaUsage.__table__)
-        session.connection().execute(
-            statement.on_conflict_do_update(
-                index_elements=["reporter_id", "tenant", "namespace"],
-                set_={
-                    column: statement.excluded[column] for column in ("written_at", *FIGURE_COLUMNS)
-                },
-            ),
-            rows,
-        )
-    # Namespaces this reporter no longer serves; counted first, as there rarely are any.
-    stored = session.scalar(
-        select(func.count()).select_from(QuotaUsage).where(QuotaUsage.reporter_id == reporter_id)
-    )
-    if stored and stored > len(own):
-        session.execute(
-            delete(QuotaUsage)
-            .where(QuotaUsage.reporter_id == reporter_id)
-            .where(not_(_among_keys(session, QuotaUsage.tenant, QuotaUsage.namespace, list(own))))
-        )
+        connection.execute(sql.upsert, rows)
+    # Rows of namespaces this reporter no longer reports: rarely any, so first counted.
+    still_reported = sum(1 for entry in own.values() if entry.stored is not None)
+    if rows_stored is None or rows_stored > still_reported:
+        connection.execute(sql.drop_others, {"reporter_id": reporter_id, **sql.keys(list(own))})
 
 
 def _due(entry: _Own, new: Figures, refresh_by: datetime) -> bool:
