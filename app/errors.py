@@ -122,7 +122,8 @@ def register_error_handlers(app: FastAPI) -> None:
         return _reason_response(exc.status_code, str(exc.detail), exc.headers)
 
     @app.exception_handler(DBAPIError)
-    async def database_error(_request: Request, exc: DBAPIError) -> JSONResponse:
+    async def database_error(request: Request, exc: DBAPIError) -> JSONResponse:
+        request.app.state.metrics.database_errors.labels(type(exc).__name__).inc()
         if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
             logger.warning("database unavailable: %s", exc.orig)
             return _reason_response(503, "Database unavailable")

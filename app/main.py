@@ -8,14 +8,18 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import health, namespaces, quota, resourcegroups, tenants
+from app.api import health, namespaces, quota, request_quotas, resourcegroups, tenants
+from app.api import metrics as metrics_api
 from app.api.draft_aliases import draft_alias_router
 from app.api.security import TokenAuthMiddleware, document_security
+from app.api.throttling import ThrottlingMiddleware
 from app.auth import TokenVerifier
 from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker
 from app.errors import register_error_handlers
+from app.metrics import Metrics
 from app.readcache import GroupCache
+from app.request_quotas import RequestThrottle
 
 DESCRIPTION = (
     "Apache Pulsar's ResourceGroup admin API (PIP-82) for Spark jobs: groups of rate quotas "
@@ -47,6 +51,15 @@ def create_app(
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.group_cache = GroupCache.for_engine(engine)
+    app.state.metrics = metrics = Metrics()
+    app.state.request_throttle = throttle = RequestThrottle()
+    # Added first, so it runs inside authentication and sees the caller's role.
+    app.add_middleware(
+        ThrottlingMiddleware,
+        throttle=throttle,
+        metrics=metrics,
+        sessions=app.state.sessionmaker,
+    )
     app.add_middleware(
         TokenAuthMiddleware,
         verifier=TokenVerifier.from_settings(settings) if settings.auth_enabled else None,
@@ -54,7 +67,13 @@ def create_app(
     )
     register_error_handlers(app)
     canonical = (resourcegroups.router, tenants.router, namespaces.router)
-    for router in (*canonical, quota.router, health.router):
+    for router in (
+        *canonical,
+        request_quotas.router,
+        quota.router,
+        health.router,
+        metrics_api.router,
+    ):
         app.include_router(router)
     app.include_router(draft_alias_router(*canonical))
     app.openapi = document_security(app)  # type: ignore[method-assign]

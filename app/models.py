@@ -168,3 +168,19 @@ class QuotaUsage(Base):
     dispatch_bytes_usage: Mapped[float] = mapped_column(Double)
     dispatch_bytes_demand: Mapped[float] = mapped_column(Double)
     dispatch_bytes_allocation: Mapped[float | None] = mapped_column(Double)
+
+
+class RequestQuota(Base):
+    """Requests per second a role may send to one server process (Kafka's request quota).
+
+    The row with the empty role holds the default for every role without its own; roles
+    are never empty, so it cannot collide with one.
+    """
+
+    __tablename__ = "request_quotas"
+    __table_args__ = (
+        CheckConstraint("requests_per_second > 0", name="requests_per_second_positive"),
+    )
+
+    role: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    requests_per_second: Mapped[int] = mapped_column(Integer)

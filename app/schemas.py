@@ -83,3 +83,17 @@ class TenantInfo(_Body):
 
 
 AuthAction = Literal["produce", "consume", "functions", "sources", "sinks", "packages"]
+
+
+MAX_REQUESTS_PER_SECOND = 1_000_000
+
+
+class RequestQuotaBody(_Body):
+    requestsPerSecond: Annotated[StrictInt, Field(ge=1, le=MAX_REQUESTS_PER_SECOND)] = Field(
+        description="Requests per second the role may send to each server process."
+    )
+
+
+class RequestQuotasRead(BaseModel):
+    default: int | None = Field(description="The quota of every role without its own, or null.")
+    roles: dict[str, int] = Field(description="Quotas of roles that have their own.")

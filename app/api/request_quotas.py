@@ -1,0 +1,66 @@
+"""``/admin/v2/request-quotas``: requests per second per role (superusers only).
+
+Kafka's request quotas (KIP-124): a default for every role and overrides per role, changed at
+runtime. Roles live in tokens, so a quota may name a role no token has used yet.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from app.api import deps
+from app.api.security import superuser_of
+from app.errors import BadRequest, Forbidden, NotFound, Unauthorized, responses
+from app.schemas import RequestQuotaBody, RequestQuotasRead, RoleName
+from app.services import request_quotas
+from app.services.request_quotas import DEFAULT
+
+router = APIRouter(prefix="/admin/v2/request-quotas", tags=["request-quotas"])
+
+_ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
+
+
+@router.get("", responses=responses(Unauthorized, Forbidden))
+async def get_request_quotas(request: Request) -> RequestQuotasRead:
+    """Get the default request quota and the quotas per role."""
+    superuser_of(request)
+    default, roles = await deps.read(request, request_quotas.load)
+    return RequestQuotasRead(default=default, roles=roles)
+
+
+@router.put("/default", status_code=204, responses=_ERRORS)
+async def set_default_request_quota(request: Request, body: RequestQuotaBody) -> None:
+    """Set the request quota of every role without its own."""
+    await _put(request, DEFAULT, body)
+
+
+@router.delete("/default", status_code=204, responses=_ERRORS)
+async def remove_default_request_quota(request: Request) -> None:
+    """Remove the default request quota: roles without their own are no longer limited."""
+    await _remove(request, DEFAULT)
+
+
+@router.put("/roles/{role}", status_code=204, responses=_ERRORS)
+async def set_role_request_quota(request: Request, role: RoleName, body: RequestQuotaBody) -> None:
+    """Set a role's request quota, overriding the default."""
+    await _put(request, role, body)
+
+
+@router.delete("/roles/{role}", status_code=204, responses=_ERRORS)
+async def remove_role_request_quota(request: Request, role: RoleName) -> None:
+    """Remove a role's own request quota: the default applies to it again."""
+    await _remove(request, role)
+
+
+async def _put(request: Request, role: str, body: RequestQuotaBody) -> None:
+    superuser_of(request)
+    await deps.write(
+        request, lambda session: request_quotas.put(session, role, body.requestsPerSecond)
+    )
+    request.app.state.request_throttle.expire()
+
+
+async def _remove(request: Request, role: str) -> None:
+    superuser_of(request)
+    await deps.write(request, lambda session: request_quotas.remove(session, role))
+    request.app.state.request_throttle.expire()
