@@ -385,6 +385,11 @@ def submit(
     keys = list(refs)
     covered_s = report.intervalMs / 1000
     connection, sql = _sql(session)
+    if sql.postgresql:
+        # Usage rows are soft state, rewritten every few intervals and stale after three:
+        # a crash may lose the last moments of them, so a report need not wait for its
+        # commit to reach the disk, which costs a Spark worker's report more than its work.
+        connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
     groups = _Groups()
     own: dict[NamespaceKey, _Own] = {}
     # None: not known, as there were no namespaces to ask with.
