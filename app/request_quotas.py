@@ -6,9 +6,10 @@ exceeds the role's quota ``T``, the response is delayed by
 
     X = min((O - T) / T * W, W)
 
-where ``W`` is the span the rate was measured over: the delay that brings ``O * W / (W + X)``
-back to ``T``, never more than the window. Quotas are per server process, as Kafka's are per
-broker: with N processes behind a load balancer a role may send up to N times its quota.
+where ``W`` is the span the rate was measured over (at least one sample): the delay that
+brings ``O * W / (W + X)`` back to ``T``, never more than the window. Quotas are per server
+process, as Kafka's are per broker: with N processes behind a load balancer a role may send up
+to N times its quota.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ class SampledRate:
         self._advance(now)
         assert self.current_start is not None
         oldest = max(self.started, self.current_start - (SAMPLES - 1) * SAMPLE_S)
-        # As Kafka's Rate.windowSize: at least SAMPLES - 1 whole samples, so that a role's
-        # first requests are not judged over the moment they arrived in.
-        window = max(now - oldest, (SAMPLES - 1) * SAMPLE_S)
+        # The span the samples cover, and at least one sample. Kafka pads a young sensor's
+        # window to ten samples, which lets a new client burst ten seconds' worth of its
+        # quota unthrottled; here a burst is judged over the time it actually spans.
+        window = max(now - oldest, SAMPLE_S)
         return sum(self.counts) / window, window
 
     def _advance(self, now: float) -> None:

@@ -41,7 +41,7 @@ class ThrottlingMiddleware:
         self.metrics = metrics
         self.sessions = sessions
         self.clock = clock
-        self._refreshing = False
+        self._refreshed: asyncio.Event | None = None  # set while a reload is under way
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -82,11 +82,14 @@ class ThrottlingMiddleware:
             )
 
     async def _refresh_quotas(self) -> None:
-        """Reload the quotas once they are older than REFRESH_S (one request pays for it;
-        requests meanwhile are judged by the quotas already loaded)."""
-        if self._refreshing or not self.throttle.stale(REFRESH_S):
+        """Reload the quotas once they are older than REFRESH_S; requests arriving during
+        the reload wait for it, so that none is judged by quotas known to be stale."""
+        if self._refreshed is not None:
+            await self._refreshed.wait()
             return
-        self._refreshing = True
+        if not self.throttle.stale(REFRESH_S):
+            return
+        self._refreshed = refreshed = asyncio.Event()
         try:
             default, roles = await run_in_threadpool(self._read)
             self.throttle.update(Quotas(default, roles))
@@ -94,7 +97,8 @@ class ThrottlingMiddleware:
             logger.warning("could not reload request quotas", exc_info=True)
             self.throttle.update(self.throttle.quotas)
         finally:
-            self._refreshing = False
+            self._refreshed = None
+            refreshed.set()
 
     def _read(self) -> tuple[int | None, dict[str, int]]:
         with self.sessions() as session:

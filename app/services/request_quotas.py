@@ -14,9 +14,8 @@ DEFAULT = ""  # the role key of the default quota
 
 def load(session: Session) -> tuple[int | None, dict[str, int]]:
     """(the default quota, the quotas per role)."""
-    rows = dict(
-        session.execute(select(RequestQuota.role, RequestQuota.requests_per_second)).tuples()
-    )
+    query = select(RequestQuota.role, RequestQuota.requests_per_second)
+    rows = {role: rate for role, rate in session.execute(query)}
     default = rows.pop(DEFAULT, None)
     return default, rows
 

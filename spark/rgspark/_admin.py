@@ -27,7 +27,7 @@ _ERRORS = {
 class AdminClient:
     """A thin client of ``/quota/v1``; `transport` lets tests plug in ``httpx.MockTransport``."""
 
-    __slots__ = ("_http",)
+    __slots__ = ("_http", "throttle_s")
 
     def __init__(
         self,
@@ -41,6 +41,9 @@ class AdminClient:
         self._http = httpx.Client(
             base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
         )
+        #: The throttle time of the last answer (``X-Throttle-Time-Ms``), in seconds: the
+        #: server's request quota asks the caller to wait that long before calling again.
+        self.throttle_s = 0.0
 
     def policy(self, tenant: str, namespace: str) -> dict[str, Any]:
         """The namespace's effective group and limits (``GET .../policy``)."""
@@ -65,6 +68,7 @@ class AdminClient:
             raise ServerUnreachableError(
                 f"The admin server at {self._http.base_url} did not answer: {exc}"
             ) from exc
+        self.throttle_s = _throttle_s(response)
         if response.status_code == 204:
             return {}
         try:
@@ -81,3 +85,10 @@ class AdminClient:
             status_code=response.status_code,
             reason=reason,
         )
+
+
+def _throttle_s(response: httpx.Response) -> float:
+    try:
+        return max(0.0, float(response.headers.get("x-throttle-time-ms", 0)) / 1000)
+    except ValueError:
+        return 0.0

@@ -222,6 +222,9 @@ class Reporter:
             quota.on_start = self._wake.set
         self.interval_s = 1.0
         self.failures = 0
+        #: Seconds the server's request quota asked this reporter to hold back, in all.
+        self.throttled_s = 0.0
+        self._not_before = 0.0
 
     def run_once(self) -> float:
         """Report and apply the answer; returns the seconds until the next report."""
@@ -237,7 +240,16 @@ class Reporter:
             if key in self.namespaces:
                 self.namespaces[key].apply(result.get("allocations", {}))
         self.interval_s = answer.get("reportIntervalMs", 1000) / 1000
-        return self.interval_s
+        return max(self.interval_s, self._honour_throttle())
+
+    def _honour_throttle(self) -> float:
+        """The server's throttle time (KIP-124): no call before it has passed."""
+        throttle = self.admin.throttle_s
+        if throttle:
+            self.throttled_s += throttle
+            self._not_before = self._wall_clock() + throttle
+            logger.info("rgspark: the admin server throttles this worker for %.2f s", throttle)
+        return throttle
 
     def start(self) -> None:
         if self._thread is None:
@@ -262,17 +274,19 @@ class Reporter:
         by more than DEMAND_CHANGE; never report more often than MIN_SPACING allows."""
         spacing = self.interval_s * MIN_SPACING
         due = self._last_report + delay
+        due = max(due, self._not_before)
         while not self._stop.is_set():
             now = self._wall_clock()
-            early_ok = now - self._last_report >= spacing
+            early_ok = now - self._last_report >= spacing and now >= self._not_before
             if now >= due or (early_ok and self._moved()):
                 return
             woken = self._wake.wait(min(due - now, spacing))
             if woken:
                 self._wake.clear()
                 now = self._wall_clock()
-                if now - self._last_report < spacing:
-                    time.sleep(spacing - (now - self._last_report))
+                hold = max(self._last_report + spacing, self._not_before) - now
+                if hold > 0:
+                    time.sleep(hold)
                 return
 
     def _moved(self) -> bool:
@@ -298,6 +312,9 @@ class Reporter:
             except AdminServerError as exc:
                 # Fail-static: the buckets keep their last allocation while we retry.
                 self.failures += 1
-                delay = min(self.interval_s * 2**self.failures, MAX_BACKOFF_S)
+                delay = max(
+                    min(self.interval_s * 2**self.failures, MAX_BACKOFF_S),
+                    self._honour_throttle(),
+                )
                 log = logger.warning if self.failures == 1 else logger.debug
                 log("rgspark: report failed (%s); retrying in %.1f s", exc, delay)
