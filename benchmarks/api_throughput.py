@@ -71,6 +71,11 @@ GROUP_BODY = {
 READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 10.0
 BAR = 0.7
+# The request-quota check must cost next to nothing: quotas configured (not exceeded) against
+# none, on the same endpoint, for a role that quotas apply to.
+QUOTA_BAR = 0.95
+READER = "bench-reader"
+QUOTA_PATH = f"/admin/v2/request-quotas/roles/{READER}"
 
 bare_app = FastAPI()
 
@@ -441,6 +446,7 @@ def _benchmark(
         for o, b in zip(rounds["ours"], rounds["bare"], strict=True)
         if b.load.requests_per_second > 0
     ]
+    quota_check = _quota_check_cost(args, ours, auth, env)
     ours_efficiency = summary["ours"]["median_requests_per_server_cpu_second"]
     bare_efficiency = summary["bare"]["median_requests_per_server_cpu_second"]
     return {
@@ -455,6 +461,7 @@ def _benchmark(
         ),
         "bar": BAR,
         "meets_bar": ratio >= BAR,
+        "request_quota_check": quota_check,
         "ours": {
             "server": " ".join(["rgadmin", *ours.command[len(_rgadmin()) :]]),
             "database": "sqlite:///data/resourcegroups.db (default, fresh temporary directory)",
@@ -483,6 +490,51 @@ def _benchmark(
             "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
             "versions": _versions(),
         },
+    }
+
+
+def _quota_check_cost(
+    args: argparse.Namespace, ours: Server, auth: dict[str, str], env: dict[str, str]
+) -> dict[str, Any]:
+    """The same GET by a tenant admin (superusers are exempt from request quotas), with a
+    request quota configured for it but far from exceeded, against none, alternating."""
+    json_headers = {**auth, "Content-Type": "application/json"}
+    setup = (
+        ("PUT", "/admin/v2/tenants/bench", {"adminRoles": [READER]}),
+        ("POST", f"/admin/v2/tenants/bench/resourcegroup/{GROUP}", None),
+    )
+    for method, path, payload in setup:
+        body = None if payload is None else json.dumps(payload).encode()
+        status, answer = _request(ours.port, method, path, headers=json_headers, body=body)
+        if status != 204:
+            raise RuntimeError(f"{method} {path} answered {status}: {answer!r}")
+    token = subprocess.run(
+        [*_rgadmin(), "tokens", "create", "--subject", READER],
+        cwd=ours.cwd,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    request = build_get(HOST, ours.port, GROUP_PATH, {"Authorization": f"Bearer {token}"})
+    quota = json.dumps({"requestsPerSecond": 1_000_000}).encode()
+    rounds: dict[str, list[Round]] = {"none": [], "configured": []}
+    for _ in range(args.rounds):
+        for side in ("none", "configured"):
+            if side == "configured":
+                _request(ours.port, "PUT", QUOTA_PATH, headers=json_headers, body=quota)
+            else:
+                _request(ours.port, "DELETE", QUOTA_PATH, headers=auth)
+            rounds[side].append(_measure(ours, request, args.concurrency, args.seconds))
+    summary = {side: _side_summary(rounds[side]) for side in rounds}
+    ratio = summary["configured"]["median_rps"] / summary["none"]["median_rps"]
+    return {
+        "endpoint": f"GET {GROUP_PATH} as tenant admin {READER}",
+        "ratio": round(ratio, 3),
+        "bar": QUOTA_BAR,
+        "meets_bar": ratio >= QUOTA_BAR,
+        "configured": {"quota": f"{READER}: 1000000 requests/s", **summary["configured"]},
+        "none": summary["none"],
     }
 
 
