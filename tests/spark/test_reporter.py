@@ -79,9 +79,7 @@ def test_unreachable_server_keeps_the_last_allocation(live_url: str, job_token: 
     assert quota.rate("publishMsgs") == rate
 
 
-def test_a_kind_announced_but_not_yet_charged_claims_a_share(
-    live_url: str, job_token: str
-) -> None:
+def test_a_kind_announced_but_not_yet_charged_claims_a_share(live_url: str, job_token: str) -> None:
     quota = NamespaceQuota("t", "ns")
     quota.use("publish")
     assert set(quota.usage()) == {"publishMsgs", "publishBytes"}
