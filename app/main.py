@@ -51,7 +51,7 @@ def create_app(
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.group_cache = GroupCache.for_engine(engine)
-    app.state.metrics = metrics = Metrics()
+    app.state.metrics = metrics = Metrics(settings.report_interval_seconds)
     app.state.request_throttle = throttle = RequestThrottle()
     # Added first, so it runs inside authentication and sees the caller's role.
     app.add_middleware(

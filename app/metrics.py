@@ -2,29 +2,30 @@
 ``pulsar_resource_group_*``).
 
 Group figures are kept up to date as reports arrive: each report already reads every fresh
-report of its groups to allocate, so it sets the group's totals then, and a scrape reads
-memory only. A group nobody reported for within `STALE_INTERVALS` is dropped from the output.
+report of its groups to allocate, so it records the group's totals then, and a scrape reads
+memory only. A group nobody reported for within `STALE_INTERVALS` report intervals is dropped.
+Each server process shows the groups its own reports touched, with the totals over every
+reporter of the group (from the shared store), as of the last such report.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 STALE_INTERVALS = 3
 
 
 class Metrics:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, report_interval_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._clock = clock
-        self._lock = threading.Lock()
-        self._group_seen: dict[str, float] = {}
-        self._group_dims: dict[str, set[str]] = {}
         r = self.registry
         self.http_requests = Counter(
             "rg_http_requests", "HTTP requests served.", ["method", "route", "status"], registry=r
@@ -53,67 +54,55 @@ class Metrics:
             ["role"],
             registry=r,
         )
-        dims = ["group", "dimension"]
-        self.group_limit = Gauge(
-            "rg_resource_group_limit",
-            "A group's configured rate per second; -1 when unlimited.",
-            dims,
-            registry=r,
-        )
-        self.group_usage = Gauge(
-            "rg_resource_group_usage",
-            "Units per second used, from fresh reports.",
-            dims,
-            registry=r,
-        )
-        self.group_demand = Gauge(
-            "rg_resource_group_demand",
-            "Units per second wanted, from fresh reports (unknown demands left out).",
-            dims,
-            registry=r,
-        )
-        self.group_allocation = Gauge(
-            "rg_resource_group_allocation",
-            "Sum of the rates allocated to the group's reporters.",
-            dims,
-            registry=r,
-        )
-        self.group_reporters = Gauge(
-            "rg_resource_group_reporters", "Reporters with fresh reports.", ["group"], registry=r
-        )
+        self.groups = GroupStats(clock, STALE_INTERVALS * report_interval_s)
+        r.register(self.groups)
 
-    def record_group(
-        self,
-        group: str,
-        limits: Mapping[str, float],
-        reporters: int,
-        totals: Iterable[tuple[str, float, float, float]],
-    ) -> None:
-        """A group's state as one report saw it: limits per dimension, reporters, and per
-        dimension (usage, demand, allocation) summed over every fresh reporter."""
-        with self._lock:
-            self._group_seen[group] = self._clock()
-            self.group_reporters.labels(group).set(reporters)
-            dims = self._group_dims.setdefault(group, set())
-            for dim, limit in limits.items():
-                dims.add(dim)
-                self.group_limit.labels(group, dim).set(limit)
-            for dim, usage, demand, allocation in totals:
-                dims.add(dim)
-                self.group_usage.labels(group, dim).set(usage)
-                self.group_demand.labels(group, dim).set(demand)
-                self.group_allocation.labels(group, dim).set(allocation)
 
-    def forget_stale_groups(self, interval_s: float) -> None:
-        horizon = self._clock() - STALE_INTERVALS * interval_s
-        with self._lock:
-            for group in [g for g, seen in self._group_seen.items() if seen < horizon]:
-                del self._group_seen[group]
-                for dim in self._group_dims.pop(group, set()):
-                    for gauge in self._group_gauges():
-                        with contextlib.suppress(KeyError):
-                            gauge.remove(group, dim)
-                self.group_reporters.remove(group)
+GroupTotals = tuple[str, float, float, float, float]
+"""(dimension, limit, usage, demand, allocation) of one group."""
 
-    def _group_gauges(self) -> tuple[Gauge, ...]:
-        return (self.group_limit, self.group_usage, self.group_demand, self.group_allocation)
+
+class GroupStats(Collector):
+    """Each group's latest figures, as the last report about it saw them.
+
+    Reports record plain tuples (a report may touch thousands of groups, so this must cost
+    next to nothing); the gauges are built when Prometheus scrapes.
+    """
+
+    def __init__(self, clock: Callable[[], float], stale_after_s: float) -> None:
+        self._clock = clock
+        self._groups: dict[str, tuple[float, int, list[GroupTotals]]] = {}
+        self.stale_after_s = stale_after_s
+
+    def record(self, group: str, reporters: int, totals: list[GroupTotals]) -> None:
+        self._groups[group] = (self._clock(), reporters, totals)
+
+    def collect(self) -> Iterator[Metric]:
+        horizon = self._clock() - self.stale_after_s
+        for group in [g for g, (seen, _, _) in list(self._groups.items()) if seen < horizon]:
+            self._groups.pop(group, None)
+        labels = ["group", "dimension"]
+        families = {
+            name: GaugeMetricFamily(f"rg_resource_group_{name}", text, labels=labels)
+            for name, text in (
+                ("limit", "A group's configured rate per second; -1 when unlimited."),
+                ("usage", "Units per second used, summed over fresh reports."),
+                ("demand", "Units per second wanted, summed over fresh reports that know it."),
+                ("allocation", "Sum of the rates allocated to the group's reporters."),
+            )
+        }
+        reporters = GaugeMetricFamily(
+            "rg_resource_group_reporters", "Reporters with fresh reports.", labels=["group"]
+        )
+        for group, (_, count, totals) in list(self._groups.items()):
+            reporters.add_metric([group], count)
+            for dimension, limit, usage, demand, allocation in totals:
+                for name, value in (
+                    ("limit", limit),
+                    ("usage", usage),
+                    ("demand", demand),
+                    ("allocation", allocation),
+                ):
+                    families[name].add_metric([group, dimension], value)
+        yield from families.values()
+        yield reporters

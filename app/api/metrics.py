@@ -11,6 +11,5 @@ router = APIRouter(tags=["metrics"])
 @router.get("/metrics", response_class=Response)
 async def metrics(request: Request) -> Response:
     """Metrics in Prometheus' text format: groups, roles, requests and database errors."""
-    state = request.app.state
-    state.metrics.forget_stale_groups(state.settings.report_interval_seconds)
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    registry = request.app.state.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -46,6 +46,7 @@ async def report_usage(request: Request, reporterId: ReporterId, body: UsageRepo
             report=body,
             now=now,
             interval_s=interval_s,
+            observe=state.metrics.groups.record,
         )
         if purge:
             store.purge(session, datetime.fromtimestamp(now, UTC), interval_s)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,6 +41,7 @@ from sqlalchemy.orm import Session
 
 from app.access import Principal
 from app.errors import Forbidden, NotFound
+from app.metrics import GroupTotals
 from app.models import (
     DIMENSIONS,
     RATE_COLUMNS,
@@ -51,7 +52,7 @@ from app.models import (
     ResourceGroup,
     Tenant,
 )
-from app.quota.allocator import Grant, Report, plan
+from app.quota.allocator import UNKNOWN, Grant, Report, plan
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
@@ -379,8 +380,12 @@ def submit(
     report: UsageReport,
     now: float,
     interval_s: float,
+    observe: Observer | None = None,
 ) -> ReportResult:
-    """Store a report (unless it is too old) and answer with the reporter's allocations."""
+    """Store a report (unless it is too old) and answer with the reporter's allocations.
+
+    `observe` receives each limited group's totals as this report saw them (for metrics).
+    """
     refs = {parse_namespace(ref): ref for ref in report.namespaces}
     keys = list(refs)
     covered_s = report.intervalMs / 1000
@@ -412,7 +417,7 @@ def submit(
     moment = datetime.fromtimestamp(now, UTC)
     claim_reporter(session, principal, reporter_id, moment, alive=accepted)
 
-    grants = _allocate(session, own, reporter_id, moment, interval_s)
+    grants = _allocate(session, own, reporter_id, moment, interval_s, observe)
     if accepted:
         _write(session, reporter_id, own, rows_stored, grants, moment, interval_s)
     # A reporter still settling into its share reports again sooner than the interval.
@@ -474,6 +479,7 @@ def _allocate(
     reporter_id: str,
     now: datetime,
     interval_s: float,
+    observe: Observer | None,
 ) -> dict[NamespaceKey, list[Grant | None]]:
     """The reporter's grant per namespace and dimension; None where its group sets no limit."""
     granted: dict[NamespaceKey, list[Grant | None]] = {key: [None] * len(DIMENSIONS) for key in own}
@@ -510,7 +516,41 @@ def _allocate(
             shares = plan(quota, reports)
             for unit, _, grants in units:
                 grants[index] = shares[unit]
+        if observe is not None:
+            observe(group, *_totals(quotas, members, units))
     return granted
+
+
+Observer = Callable[[str, int, list[GroupTotals]], None]
+
+
+def _totals(
+    quotas: Sequence[float | None],
+    members: list[tuple[str, Figures]],
+    units: list[tuple[str, _Own, list[Grant | None]]],
+) -> tuple[int, list[GroupTotals]]:
+    """A group's reporters, and per dimension its limit and the sums of usage, demand (where
+    known) and allocations in force (this report's new grants included)."""
+    figures = [f for _, f in members] + [e.figures for _, e, _ in units]
+    reporters = {unit.partition("@")[0] for unit, _ in members}
+    reporters.update(unit.partition("@")[0] for unit, _, _ in units)
+    totals: list[GroupTotals] = []
+    for index, (name, quota) in enumerate(zip(DIMENSION_NAMES, quotas, strict=True)):
+        usage, demand, allocation = 3 * index, 3 * index + 1, 3 * index + 2
+        granted = [g[index] for _, _, g in units]
+        in_force = sum(f[allocation] or 0.0 for _, f in members) + sum(
+            grant.rate for grant in granted if grant is not None
+        )
+        totals.append(
+            (
+                name,
+                -1.0 if quota is None else quota,
+                sum(f[usage] or 0.0 for f in figures),
+                sum(f[demand] or 0.0 for f in figures if (f[demand] or 0.0) < UNKNOWN),
+                in_force if quota is not None else -1.0,
+            )
+        )
+    return len(reporters), totals
 
 
 def _write(

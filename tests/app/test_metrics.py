@@ -1,0 +1,89 @@
+"""``/metrics``: Prometheus' text format, with group figures that match the reports sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import Engine
+
+from app.main import create_app
+from tests.conftest import make_settings
+
+Auth = Callable[[str], dict[str, str]]
+
+
+def scrape(client: TestClient) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(response.text)
+        for sample in family.samples
+    }
+
+
+def value(metrics: dict[Any, float], name: str, **labels: str) -> float:
+    return metrics[name, frozenset(labels.items())]
+
+
+@pytest.fixture
+def server(database_url: str, secret_key: bytes, engine: Engine) -> Iterator[FastAPI]:
+    """A fresh app, so that its metrics hold only what this test did."""
+    app = create_app(make_settings(database_url, secret_key))
+    yield app
+    app.state.engine.dispose()
+
+
+def test_group_figures_match_the_reports(server: FastAPI, client: TestClient, auth: Auth) -> None:
+    for method, path, body in (
+        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": 1000}),
+        ("PUT", "/admin/v2/tenants/t", {}),
+        ("PUT", "/admin/v2/namespaces/t/ns", None),
+        ("POST", "/admin/v2/namespaces/t/ns/resourcegroup/rg", None),
+        ("POST", "/admin/v2/namespaces/t/ns/permissions/job", ["produce"]),
+    ):
+        assert client.request(method, path, json=body).status_code == 204
+    jobs = TestClient(server, headers=auth("job"))
+    allocations = {}
+    for reporter, used, demand in (("a", 300, 400.0), ("b", 500, 900.0)):
+        report = {
+            "sentAtMs": int(server.state.clock() * 1000),
+            "intervalMs": 1000,
+            "namespaces": {"t/ns": {"publishMsgs": {"used": used, "demand": demand}}},
+        }
+        answer = jobs.post(f"/quota/v1/reporters/{reporter}/reports", json=report).json()
+        allocations[reporter] = answer["namespaces"]["t/ns"]["allocations"]["publishMsgs"]
+
+    metrics = scrape(jobs)
+    group = {"group": "rg", "dimension": "publishMsgs"}
+    assert value(metrics, "rg_resource_group_limit", **group) == 1000
+    assert value(metrics, "rg_resource_group_usage", **group) == pytest.approx(800)
+    assert value(metrics, "rg_resource_group_demand", **group) == pytest.approx(1300)
+    assert value(metrics, "rg_resource_group_allocation", **group) == pytest.approx(
+        sum(allocations.values())
+    )
+    assert value(metrics, "rg_resource_group_reporters", group="rg") == 2
+    bytes_ = {"group": "rg", "dimension": "publishBytes"}
+    assert value(metrics, "rg_resource_group_limit", **bytes_) == -1
+
+    assert value(metrics, "rg_role_requests_total", role="job") == 2
+    route = "/quota/v1/reporters/{reporterId}/reports"
+    assert value(metrics, "rg_http_requests_total", method="POST", route=route, status="200") == 2
+    assert value(metrics, "rg_http_request_duration_seconds_count", method="POST", route=route) == 2
+
+
+def test_metrics_need_no_token(anonymous: TestClient) -> None:
+    assert anonymous.get("/metrics").status_code == 200
+
+
+def test_database_errors_are_counted(secret_key: bytes) -> None:
+    app = create_app(make_settings("postgresql://postgres@127.0.0.1:1/none", secret_key))
+    client = TestClient(app, raise_server_exceptions=False)
+    assert client.get("/health").status_code == 503
+    assert value(scrape(client), "rg_database_errors_total", kind="OperationalError") == 1
