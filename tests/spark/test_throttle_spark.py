@@ -1,0 +1,533 @@
+"""rgspark in real PySpark jobs (local mode) against a real admin server.
+
+Rates are timed from the rows themselves: `logged` notes when each batch of rows reaches the
+operator after `throttle` (the session keeps Arrow batches and worker buffers small, see
+conftest, so rows get there within milliseconds), and a rate is the number of rows noted in
+a window over its length. Tolerances are generous: the machine is shared, and precision is
+the benchmark's job.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from rgspark import (
+    AuthenticationError,
+    ConfigurationError,
+    NamespaceNotFoundError,
+    PermissionDeniedError,
+    ResourceGroupClient,
+    ServerUnreachableError,
+    ThrottledReader,
+    ThrottleStats,
+    TokenBucket,
+    _reporter,
+    throttle,
+    throttled_sink,
+)
+from rgspark._reporter import BURST_S, NamespaceQuota
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tests.spark.conftest import FakeClock, JobNamespace, RGServer
+
+spark_job = pytest.mark.spark
+
+RATE = 2000  # msgs/s
+ROWS = 20_000  # ten seconds' worth
+REL = 0.3  # tolerance on rates measured over a window of a few seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers. Whatever runs in Spark's Python workers is defined inside a function, so that
+# cloudpickle ships it by value: workers cannot import this test module.
+
+
+def logged(df: DataFrame, directory: Path | None) -> DataFrame:
+    """`df`, noting in `directory` when each batch of rows reached this operator: one line,
+    ``<epoch seconds> <rows>``, per batch (None: notes nothing)."""
+
+    def log(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if directory is not None:
+                with (directory / f"{os.getpid()}.log").open("a") as out:
+                    out.write(f"{time.time()} {batch.num_rows}\n")
+            yield batch
+
+    return df.mapInArrow(log, df.schema)
+
+
+def run(df: DataFrame) -> None:
+    """Run every row of `df` through the job, keeping none."""
+    df.write.format("noop").mode("overwrite").save()
+
+
+def logged_stamps(directory: Path) -> list[float]:
+    """Every row's time from the lines that `logged` (or a sink) wrote, in order."""
+    stamps = []
+    for path in directory.glob("*.log"):
+        for line in path.read_text().splitlines():
+            t, rows = line.split()
+            stamps += [float(t)] * int(rows)
+    return sorted(stamps)
+
+
+def first_stamp(directory: Path, timeout_s: float = 60) -> float:
+    """Wait for the first rows to be logged in `directory` (while a job runs elsewhere)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stamps = [
+            float(line.split()[0])
+            for p in directory.glob("*.log")
+            for line in p.read_text().splitlines()[:1]
+        ]
+        if stamps:
+            return min(stamps)
+        time.sleep(0.02)
+    raise AssertionError(f"no rows flowed within {timeout_s} s")
+
+
+def rate_between(stamps: list[float], start: float, end: float) -> float:
+    """Rows per second stamped in ``(start, end]``."""
+    assert end - start >= 0.5, f"a window of {end - start:.2f} s is too short to time a rate"
+    return sum(1 for t in stamps if start < t <= end) / (end - start)
+
+
+def arrow_bytes(df: DataFrame) -> int:
+    """What the Arrow batches of `df` weigh in all, as `throttle` would see them."""
+    total = df.sparkSession.sparkContext.accumulator(0)
+
+    def weigh(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            total.add(batch.nbytes)
+            yield batch
+
+    run(df.mapInArrow(weigh, df.schema))
+    return int(total.value)
+
+
+def warm_up(spark: SparkSession, job: JobNamespace) -> None:
+    """Start the Python workers, and the namespace's runtime in them, before timing a job.
+
+    The job's shape (`throttle`, then `logged`) on both cores: a task takes a worker for each
+    of the two operators. Uses a client of its own, so that the timed job's client counts
+    only the timed job.
+    """
+    run(logged(throttle(spark.range(100, numPartitions=2), job.client(), "publish"), None))
+
+
+def in_background(action: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=action, daemon=True)
+    thread.start()
+    return thread
+
+
+def timed(action: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.monotonic()
+    result = action()
+    return result, time.monotonic() - start
+
+
+# ---------------------------------------------------------------------------------------------
+# A job's rate
+
+
+@spark_job
+def test_a_job_is_held_to_the_groups_msgs_rate(spark: SparkSession, rg_server: RGServer) -> None:
+    job = rg_server.namespace(publishRateInMsgs=RATE)
+    warm_up(spark, job)
+    df = spark.range(ROWS, numPartitions=4)
+    client = job.client()
+
+    count, elapsed = timed(throttle(df, client, "publish").count)
+
+    assert count == ROWS
+    assert 7 <= elapsed <= 20, f"{ROWS} rows at {RATE} msgs/s took {elapsed:.1f} s"
+    stats = client.stats["publish"]
+    assert stats.rows == ROWS
+    assert stats.bytes == arrow_bytes(df) > 0
+    # Four tasks, two at a time, held back most of the ten seconds.
+    assert stats.throttled_s > 0.5 * elapsed
+
+
+@spark_job
+def test_a_job_is_held_to_the_groups_bytes_rate(spark: SparkSession, rg_server: RGServer) -> None:
+    df = spark.range(ROWS, numPartitions=4).selectExpr(
+        "id", "id * 7 AS a", "CAST(id AS DOUBLE) / 3 AS b"
+    )
+    nbytes = arrow_bytes(df)
+    job = rg_server.namespace(publishRateInBytes=round(nbytes / 10))  # ten seconds' worth
+    warm_up(spark, job)
+    client = job.client()
+
+    count, elapsed = timed(throttle(df, client, "publish").count)
+
+    assert count == ROWS
+    assert 7 <= elapsed <= 20, f"{nbytes} bytes at {nbytes / 10:.0f} B/s took {elapsed:.1f} s"
+    stats = client.stats["publish"]
+    assert (stats.rows, stats.bytes) == (ROWS, nbytes)
+    assert stats.throttled_s > 0.5 * elapsed
+
+
+@spark_job
+def test_stats_count_what_went_through_and_no_wait_when_unlimited(
+    spark: SparkSession, rg_server: RGServer
+) -> None:
+    job = rg_server.namespace()  # a group with no rate set: nothing is limited
+    df = spark.range(5000, numPartitions=3).selectExpr("id", "CAST(id AS STRING) AS s")
+    client = job.client()
+
+    assert throttle(df, client, "dispatch").count() == 5000
+
+    stats = client.stats["dispatch"]
+    assert (stats.rows, stats.bytes, stats.throttled_s) == (5000, arrow_bytes(df), 0.0)
+    assert "publish" not in client.stats
+    assert repr(stats).startswith("ThrottleStats(kind='dispatch', rows=5000,")
+
+
+@spark_job
+def test_two_jobs_at_once_in_one_namespace_share_the_rate(
+    spark: SparkSession, rg_server: RGServer
+) -> None:
+    job = rg_server.namespace(publishRateInMsgs=RATE)
+    warm_up(spark, job)
+    each = ROWS // 2  # alone, a job would take five seconds
+    spans: list[tuple[float, float]] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        # One partition each: the two jobs run side by side, one task each on the two cores.
+        df = throttle(spark.range(each, numPartitions=1), job.client(), "publish")
+        start = time.monotonic()
+        try:
+            assert df.count() == each
+        except BaseException as exc:
+            errors.append(exc)
+        spans.append((start, time.monotonic()))
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert not errors, errors
+    durations = [end - start for start, end in spans]
+    combined = 2 * each / (max(end for _, end in spans) - min(start for start, _ in spans))
+    assert combined == pytest.approx(RATE, rel=REL), (combined, durations)
+    # Each took about twice what it would have alone: they shared the rate, side by side.
+    assert all(7 <= seconds <= 20 for seconds in durations), durations
+
+
+@spark_job
+def test_a_quota_raised_then_lowered_mid_job_applies_within_two_report_intervals(
+    spark: SparkSession, rg_server: RGServer, tmp_path: Path
+) -> None:
+    low, high = 1000, 4000
+    rows = 18_000  # about 2 s at the low rate, 3 s at the high one, then 4 s at the low one
+    job = rg_server.namespace(publishRateInMsgs=low)
+    warm_up(spark, job)
+    settle = 2 * rg_server.report_interval_s
+    changes: list[float] = []
+
+    def change_quota() -> None:
+        first = first_stamp(tmp_path)
+        for at, rate in ((first + 2, high), (first + 5, low)):
+            time.sleep(max(0.0, at - time.time()))
+            job.set_rates(publishRateInMsgs=rate)
+            changes.append(time.time())
+
+    changer = in_background(change_quota)
+    run(logged(throttle(spark.range(rows, numPartitions=2), job.client(), "publish"), tmp_path))
+    changer.join(timeout=60)
+
+    stamps = logged_stamps(tmp_path)
+    assert len(stamps) == rows
+    raised, lowered = changes
+    assert stamps[-1] >= lowered + settle + 2, "the job ended too soon to time the change"
+    rates = {
+        "before": rate_between(stamps, stamps[0] + 0.5, raised),
+        "raised": rate_between(stamps, raised + settle, lowered),
+        "lowered": rate_between(stamps, lowered + settle, lowered + settle + 2),
+    }
+    assert rates["before"] == pytest.approx(low, rel=REL), rates
+    assert rates["raised"] == pytest.approx(high, rel=REL), rates
+    assert rates["lowered"] == pytest.approx(low, rel=REL), rates
+
+
+@spark_job
+def test_a_job_finishes_at_its_last_allocation_when_the_server_stops(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from tests.spark.conftest import running_server
+
+    rows = 16_000  # eight seconds' worth
+    flow = tmp_path / "flow"
+    flow.mkdir()
+    stopped: list[float] = []
+    with running_server(tmp_path) as (server, stack):
+        job = server.namespace(publishRateInMsgs=RATE)
+        warm_up(spark, job)
+
+        def stop_server() -> None:
+            time.sleep(max(0.0, first_stamp(flow) + 3 - time.time()))
+            stack.close()
+            stopped.append(time.time())
+
+        stopper = in_background(stop_server)
+        # Two partitions: both tasks start, and fetch their allocations, before the stop.
+        df = throttle(spark.range(rows, numPartitions=2), job.client(), "publish")
+        run(logged(df, flow))  # raises if the job fails
+        stopper.join(timeout=60)
+        with pytest.raises(ServerUnreachableError):
+            job.client().check()
+
+    stamps = logged_stamps(flow)
+    assert len(stamps) == rows
+    gone = stopped[0]
+    assert sum(1 for t in stamps if t > gone) >= rows / 4, "the server stopped too late"
+    before = rate_between(stamps, stamps[0] + 0.5, gone)
+    without = rate_between(stamps, gone + 0.5, stamps[-1] - 0.2)
+    assert before == pytest.approx(RATE, rel=REL), (before, without)
+    assert without == pytest.approx(before, rel=REL), (before, without)
+
+
+@spark_job
+def test_a_streaming_query_through_throttle_holds_the_rate(
+    spark: SparkSession, rg_server: RGServer, tmp_path: Path
+) -> None:
+    rate = 1000
+    job = rg_server.namespace(publishRateInMsgs=rate)
+    warm_up(spark, job)
+    flow = tmp_path / "flow"
+    flow.mkdir()
+    source = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 10 * rate)  # ten times what the group allows
+        .option("numPartitions", 2)
+        .load()
+    )
+    assert source.isStreaming
+    query = (
+        logged(throttle(source, job.client(), "publish"), flow)
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        assert not query.awaitTermination(12)
+        assert query.exception() is None
+    finally:
+        query.stop()
+
+    # Rows flow while a micro-batch runs; between two, Spark plans and commits for a second
+    # or more on this machine. The first micro-batch with rows holds a second of the source:
+    # ten seconds of the group's rate, as long as the query runs.
+    stamps = logged_stamps(flow)
+    assert stamps, "no row went through"
+    batch = max(runs(stamps, gap_s=0.5), key=lambda run: run[-1] - run[0])
+    assert batch[-1] - batch[0] >= 6, f"rows flowed for {batch[-1] - batch[0]:.1f} s at most"
+    assert rate_between(batch, batch[0] + 0.5, batch[-1]) == pytest.approx(rate, rel=REL)
+
+
+def runs(stamps: list[float], gap_s: float) -> list[list[float]]:
+    """`stamps` cut wherever no row came for more than `gap_s`."""
+    cut = [i for i in range(1, len(stamps)) if stamps[i] - stamps[i - 1] > gap_s]
+    return [stamps[i:j] for i, j in zip([0, *cut], [*cut, len(stamps)], strict=True)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Mistakes caught on the driver, at call time
+
+
+@spark_job
+def test_throttle_rejects_bad_arguments_on_the_driver(
+    spark: SparkSession, rg_server: RGServer
+) -> None:
+    client = rg_server.namespace().client()
+    df = spark.range(10)
+
+    with pytest.raises(ConfigurationError, match="kind must be 'publish' or 'dispatch'"):
+        throttle(df, client, "consume")
+    with pytest.raises(TypeError, match=r"pyspark\.sql\.DataFrame, not list"):
+        throttle([1, 2, 3], client, "publish")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ResourceGroupClient, not str"):
+        throttle(df, rg_server.url, "publish")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="kind must be"):
+        throttled_sink(client, "Publish", lambda rows: None)
+    assert client.stats == {}  # nothing was set up for a call that failed
+
+
+def test_a_client_needs_a_namespace() -> None:
+    with pytest.raises(ConfigurationError, match="namespace must be a non-empty name"):
+        ResourceGroupClient("http://127.0.0.1:1", tenant="t", namespace="")
+    with pytest.raises(ConfigurationError, match="tenant must be"):
+        ResourceGroupClient("http://127.0.0.1:1", tenant="t/x", namespace="ns")
+    with pytest.raises(ConfigurationError, match="url must be"):
+        ResourceGroupClient("127.0.0.1:8080", tenant="t", namespace="ns")
+
+
+def test_check_returns_the_namespaces_group_and_limits(rg_server: RGServer) -> None:
+    job = rg_server.namespace(publishRateInMsgs=RATE, dispatchRateInBytes=5_000_000)
+    policy = job.client().check()
+    assert policy["resourceGroup"] == job.group
+    assert policy["limits"]["publishRateInMsgs"] == RATE
+    assert policy["limits"]["dispatchRateInBytes"] == 5_000_000
+    assert policy["limits"]["publishRateInBytes"] == -1
+    assert policy["reportIntervalMs"] == round(rg_server.report_interval_s * 1000)
+
+
+def test_check_says_what_is_wrong(rg_server: RGServer) -> None:
+    job = rg_server.namespace(publishRateInMsgs=RATE)
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    from app.auth import create_token, generate_secret_key
+
+    forged = create_token(subject=job.role, secret_key=generate_secret_key())
+
+    def client(url: str = rg_server.url, **names: Any) -> ResourceGroupClient:
+        options = {"tenant": job.tenant, "namespace": job.namespace, "token": job.token}
+        return ResourceGroupClient(url, **{**options, **names}, timeout_s=5)
+
+    with pytest.raises(ServerUnreachableError):
+        client(closed).check()
+    with pytest.raises(AuthenticationError) as rejected:
+        client(token=forged).check()
+    assert rejected.value.status_code == 401
+    with pytest.raises(AuthenticationError):
+        client(token=None).check()
+    with pytest.raises(PermissionDeniedError) as denied:
+        client(token=rg_server.token("stranger")).check()
+    assert denied.value.status_code == 403
+    with pytest.raises(NamespaceNotFoundError) as missing:
+        client(namespace="missing").check()
+    assert missing.value.status_code == 404
+
+
+# ---------------------------------------------------------------------------------------------
+# Writes done by user code: the sink helper
+
+
+@spark_job
+def test_throttled_sink_in_foreach_partition_holds_the_rate(
+    spark: SparkSession, rg_server: RGServer, tmp_path: Path
+) -> None:
+    job = rg_server.namespace(publishRateInMsgs=RATE)
+    client = job.client()
+    rows = 10_000
+    stats = ThrottleStats(spark.sparkContext, "publish")
+    sent = tmp_path
+
+    def send(chunk: list[Any]) -> None:
+        with (sent / f"{os.getpid()}.log").open("a") as log:
+            log.write(f"{time.time()} {len(chunk)}\n")
+
+    spark.range(10, numPartitions=2).foreachPartition(
+        throttled_sink(job.client(), "publish", lambda chunk: None)
+    )  # warm-up
+    _, elapsed = timed(
+        lambda: spark.range(rows, numPartitions=2).foreachPartition(
+            throttled_sink(client, "publish", send, size=lambda row: 8, stats=stats)
+        )
+    )
+
+    stamps = logged_stamps(sent)
+    assert len(stamps) == rows
+    # No chunk is more than about 100 ms of the rate.
+    assert max(stamps.count(t) for t in set(stamps)) <= RATE * BURST_S
+    assert 3.5 <= elapsed <= 10, f"{rows} rows at {RATE} msgs/s took {elapsed:.1f} s"
+    assert rate_between(stamps, stamps[0] + 0.5, stamps[-1]) == pytest.approx(RATE, rel=REL)
+    assert (stats.rows, stats.bytes) == (rows, 8 * rows)
+    assert stats.throttled_s > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Bulk reads charged after the fact (plain Python, fake time)
+
+
+@pytest.fixture
+def fake_buckets(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> FakeClock:
+    """Namespace buckets made from now on run on the fake clock."""
+
+    def bucket(rate: float) -> TokenBucket:
+        return TokenBucket(rate, rate * BURST_S, initial_tokens=0, clock=clock)
+
+    monkeypatch.setattr(_reporter, "_bucket", bucket)
+    return clock
+
+
+class Source:
+    """Reads of given sizes, noting the fake time each one started."""
+
+    def __init__(self, clock: FakeClock, sizes: list[int]) -> None:
+        self.clock = clock
+        self.sizes = sizes
+        self.started: list[float] = []
+
+    def read(self) -> bytes:
+        self.started.append(self.clock() / 1e9)
+        return b"x" * self.sizes[len(self.started) - 1]
+
+
+def reader_on(clock: FakeClock, rate: float, **options: Any) -> tuple[ThrottledReader, float]:
+    quota = NamespaceQuota("t", "ns")
+    quota.apply({"dispatchBytes": rate})
+    reader = ThrottledReader(
+        quota, "dispatch", clock=lambda: clock() / 1e9, sleep=clock.sleep, **options
+    )
+    return reader, clock() / 1e9
+
+
+def test_reader_charges_after_each_read_and_delays_the_next_while_in_debt(
+    fake_buckets: FakeClock,
+) -> None:
+    clock = fake_buckets
+    reader, start = reader_on(clock, 1000)  # bytes/s
+    source = Source(clock, [500, 3000, 200, 100])
+
+    assert reader.read(source.read) == b"x" * 500  # nothing owed yet: read at once
+    assert (reader.times_limited, reader.throttled_s) == (0, 0.0)
+    reader.read(source.read)  # waits for the first 500 bytes: 0.5 s
+    reader.read(source.read)  # the 3000 bytes were read whole, then paid for: 3 s
+    clock.advance(5.0)  # idle long enough to owe nothing
+    reader.read(source.read)
+
+    offsets = [round(t - start, 6) for t in source.started]
+    assert offsets == [0.0, 0.5, 3.5, 8.5]
+    assert reader.times_limited == 2
+    assert reader.throttled_s == pytest.approx(3.5)
+
+
+def test_reader_counts_the_most_bytes_read_in_one_window(fake_buckets: FakeClock) -> None:
+    clock = fake_buckets
+    reader, _ = reader_on(clock, 1000, window_s=1.0)
+    source = Source(clock, [250] * 12)
+    for _ in range(12):
+        reader.read(source.read)
+    # Held to 1000 B/s, a window of 1 s holds four reads of 250 bytes.
+    assert reader.max_window_bytes == 1000
+    assert reader.times_limited == 11
+    assert reader.throttled_s == pytest.approx(11 * 0.25)
+
+
+def test_reader_takes_a_size_function_and_leaves_unlimited_reads_alone(
+    fake_buckets: FakeClock,
+) -> None:
+    clock = fake_buckets
+    reader, start = reader_on(clock, -1)  # unlimited
+    for _ in range(5):
+        reader.read(lambda: [1, 2, 3], size=lambda items: 10_000 * len(items))
+    assert (reader.times_limited, reader.throttled_s) == (0, 0.0)
+    assert clock() / 1e9 == start  # never slept
+    assert reader.max_window_bytes == 5 * 30_000
