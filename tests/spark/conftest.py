@@ -140,6 +140,7 @@ def running_server(
     Yields the server and the stack that runs it: closing the stack stops the server, which
     a test may do early to see what jobs do without it.
     """
+    directory.mkdir(parents=True, exist_ok=True)
     database_url = f"sqlite:///{directory / 'rg.db'}"
     upgrade_schema(database_url)
     secret_key = generate_secret_key()
@@ -158,6 +159,13 @@ def rg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RGServer]:
     """One server for the session; each test makes namespaces of its own on it."""
     with running_server(tmp_path_factory.mktemp("rg-server")) as (server, _):
         yield server
+
+
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[tuple[RGServer, ExitStack]]:
+    """A server for one test, which may stop it early by closing the stack."""
+    with running_server(tmp_path / "own-server") as pair:
+        yield pair
 
 
 # ---------------------------------------------------------------------------------------------

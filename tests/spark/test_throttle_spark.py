@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -267,30 +268,28 @@ def test_a_quota_raised_then_lowered_mid_job_applies_within_two_report_intervals
 
 @spark_job
 def test_a_job_finishes_at_its_last_allocation_when_the_server_stops(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, own_server: tuple[RGServer, ExitStack], tmp_path: Path
 ) -> None:
-    from tests.spark.conftest import running_server
-
+    server, stack = own_server
     rows = 16_000  # eight seconds' worth
     flow = tmp_path / "flow"
     flow.mkdir()
     stopped: list[float] = []
-    with running_server(tmp_path) as (server, stack):
-        job = server.namespace(publishRateInMsgs=RATE)
-        warm_up(spark, job)
+    job = server.namespace(publishRateInMsgs=RATE)
+    warm_up(spark, job)
 
-        def stop_server() -> None:
-            time.sleep(max(0.0, first_stamp(flow) + 3 - time.time()))
-            stack.close()
-            stopped.append(time.time())
+    def stop_server() -> None:
+        time.sleep(max(0.0, first_stamp(flow) + 3 - time.time()))
+        stack.close()
+        stopped.append(time.time())
 
-        stopper = in_background(stop_server)
-        # Two partitions: both tasks start, and fetch their allocations, before the stop.
-        df = throttle(spark.range(rows, numPartitions=2), job.client(), "publish")
-        run(logged(df, flow))  # raises if the job fails
-        stopper.join(timeout=60)
-        with pytest.raises(ServerUnreachableError):
-            job.client().check()
+    stopper = in_background(stop_server)
+    # Two partitions: both tasks start, and fetch their allocations, before the stop.
+    df = throttle(spark.range(rows, numPartitions=2), job.client(), "publish")
+    run(logged(df, flow))  # raises if the job fails
+    stopper.join(timeout=60)
+    with pytest.raises(ServerUnreachableError):
+        job.client().check()
 
     stamps = logged_stamps(flow)
     assert len(stamps) == rows
