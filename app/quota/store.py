@@ -531,23 +531,28 @@ def _totals(
 ) -> tuple[int, list[GroupTotals]]:
     """A group's reporters, and per dimension its limit and the sums of usage, demand (where
     known) and allocations in force (this report's new grants included)."""
-    figures = [f for _, f in members] + [e.figures for _, e, _ in units]
+    # Column by column (a report sums this for each of up to thousands of groups): the
+    # members' figures first, then the reporter's own, as the allocator saw them.
+    columns = list(zip(*[f for _, f in members], *[e.figures for _, e, _ in units], strict=True))
+    others = list(zip(*[f for _, f in members], strict=True))
     reporters = {unit.partition("@")[0] for unit, _ in members}
-    reporters.update(unit.partition("@")[0] for unit, _, _ in units)
+    if units:  # all the reporter's own
+        reporters.add(units[0][0].partition("@")[0])
     totals: list[GroupTotals] = []
     for index, (name, quota) in enumerate(zip(DIMENSION_NAMES, quotas, strict=True)):
         usage, demand, allocation = 3 * index, 3 * index + 1, 3 * index + 2
-        granted = [g[index] for _, _, g in units]
-        in_force = sum(f[allocation] or 0.0 for _, f in members) + sum(
-            grant.rate for grant in granted if grant is not None
-        )
+        if quota is None:
+            in_force = -1.0
+        else:
+            in_force = sum(filter(None, others[allocation]), 0.0) if others else 0.0
+            in_force += sum(grant.rate for _, _, g in units if (grant := g[index]) is not None)
         totals.append(
             (
                 name,
                 -1.0 if quota is None else quota,
-                sum(f[usage] or 0.0 for f in figures),
-                sum(f[demand] or 0.0 for f in figures if (f[demand] or 0.0) < UNKNOWN),
-                in_force if quota is not None else -1.0,
+                sum(filter(None, columns[usage]), 0.0),
+                sum((d for d in columns[demand] if d and d < UNKNOWN), 0.0),
+                in_force,
             )
         )
     return len(reporters), totals
