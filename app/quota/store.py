@@ -168,11 +168,18 @@ class _Sql:
         self.postgresql = dialect == "postgresql"
         reporter: BindParameter[str] = bindparam("reporter_id")
         group = func.coalesce(Namespace.resource_group, Tenant.resource_group)
-        namespaces = (
-            select(Namespace.tenant, Namespace.name, group, *_RATES)
-            .join(Tenant, Tenant.name == Namespace.tenant)
-            .outerjoin(ResourceGroup, ResourceGroup.name == group)
-            .where(self._keys_in(Namespace.tenant, Namespace.name))
+        namespaces = select(Namespace.tenant, Namespace.name, group, *_RATES)
+        if self.postgresql:
+            # Joined from the keys rather than filtered by them: PostgreSQL then looks each
+            # namespace and group up by its key, where a filter had it merge-join every group.
+            keys = self._pairs()
+            namespaces = namespaces.select_from(keys).join(
+                Namespace, (Namespace.tenant == keys.c.tenant) & (Namespace.name == keys.c.name)
+            )
+        else:
+            namespaces = namespaces.where(self._keys_in(Namespace.tenant, Namespace.name))
+        namespaces = namespaces.join(Tenant, Tenant.name == Namespace.tenant).outerjoin(
+            ResourceGroup, ResourceGroup.name == group
         )
         #: (tenant, name, effective group, its six rates)
         self.namespaces = namespaces
@@ -254,16 +261,20 @@ class _Sql:
             return condition
         return column.in_(bindparam(name, expanding=True))  # type: ignore[no-any-return]
 
+    def _pairs(self) -> Any:
+        """On PostgreSQL, the keys as a table of (tenant, name)."""
+        return (
+            func.unnest(
+                bindparam("tenants", type_=postgresql.ARRAY(String)),
+                bindparam("names", type_=postgresql.ARRAY(String)),
+            )
+            .table_valued("tenant", "name")
+            .render_derived()
+        )
+
     def _keys_in(self, tenant: Any, name: Any) -> ColumnElement[bool]:
         if self.postgresql:
-            pairs = (
-                func.unnest(
-                    bindparam("tenants", type_=postgresql.ARRAY(String)),
-                    bindparam("names", type_=postgresql.ARRAY(String)),
-                )
-                .table_valued("tenant", "name")
-                .render_derived()
-            )
+            pairs = self._pairs()
             return tuple_(tenant, name).in_(select(pairs.c.tenant, pairs.c.name))
         return tuple_(tenant, name).in_(bindparam("keys", expanding=True))
 
