@@ -1,0 +1,475 @@
+"""Does a throttled Spark job hold its group's rate, and what does `throttle` cost unlimited?
+
+    python -m benchmarks.spark_throttle [--quick] [--seconds 20] [--rate 2000] [--cores 2]
+                                        [--rows 3000000] [--rounds 10] [--report-interval S]
+
+prints one JSON object with two figures, measured with real PySpark in local mode (``--cores``
+worker slots) against ``rgadmin serve`` on a SQLite database of its own, in a temporary
+folder, with the server's default report interval unless ``--report-interval`` says otherwise:
+
+- ``accuracy``: ``--seconds`` worth of rows, in one partition per core, go through
+  ``throttle(df, client, "publish")`` in a namespace whose group allows ``--rate`` msgs/s
+  (``msgs``); then as many rows of three fixed-width columns, in a group whose bytes rate lets
+  their Arrow bytes through in ``--seconds`` (``bytes``). Every batch leaving `throttle` is
+  timed by the operator after it (a ``mapInArrow`` that logs the time and row count per
+  batch; Arrow batches of 100 rows and 1 KiB worker buffers, so rows reach it within
+  milliseconds of their release). The achieved rate is taken over the steady part: from two
+  seconds after the last task's first rows to the first task's last rows (every task is
+  running, Spark's startup and the tasks' first allocation are left out), counting the rows
+  logged after the window's first log line up to and including its last. Bytes are counted
+  at the bytes per row that `throttle` charged (``client.stats["publish"]``). Bar: within 5%
+  of the quota, over at least 15 s.
+- ``overhead``: in a namespace whose group limits nothing, the throughput of
+  ``throttle(df)`` against an identity ``mapInArrow`` on the same DataFrame (``--rows`` rows of
+  four columns, written to Spark's ``noop`` sink), in ``--rounds`` pairs run back to back,
+  alternating which goes first, with Spark's default Arrow batch (10,000 rows) and buffer
+  sizes. The figure is the median over pairs of throttle's throughput over the identity's, so
+  that load drifting on a shared machine cancels within each pair; the fastest rounds and the
+  rows per CPU second (the JVM's process tree, which holds the Python workers, plus the
+  server) are compared too. Bar: at least 0.95.
+
+``--quick`` shrinks everything for a smoke test (its accuracy window is too short for the bar).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from app.auth import create_token, generate_secret_key
+from benchmarks.api_throughput import (
+    HOST,
+    Server,
+    _clean_env,
+    _free_port,
+    _process_tree_cpu_seconds,
+    _rgadmin,
+    _start,
+    _stop,
+    _wait_ready,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from rgspark import ResourceGroupClient
+
+ACCURACY_BAR = 0.05
+OVERHEAD_BAR = 0.95
+MIN_WINDOW_S = 15.0
+# Left out after the last task's first rows: startup and first allocations (a quarter of
+# the flow at most, for short runs).
+HEAD_S = 2.0
+SUPERUSER = "admin"
+ROLE = "bench-job"
+TENANT = "bench"
+
+
+@dataclass
+class Setup:
+    server: Server
+    url: str
+    secret_key: bytes
+    admin: httpx.Client
+
+    def put_group(self, group: str, **rates: int) -> None:
+        self._call("PUT", f"/admin/v2/resourcegroups/{group}", rates)
+
+    def namespace(self, namespace: str, group: str) -> None:
+        path = f"/admin/v2/namespaces/{TENANT}/{namespace}"
+        self._call("PUT", path)
+        self._call("POST", f"{path}/resourcegroup/{group}")
+        self._call("POST", f"{path}/permissions/{ROLE}", ["produce"])
+
+    def client(self, namespace: str) -> ResourceGroupClient:
+        from rgspark import ResourceGroupClient
+
+        token = create_token(subject=ROLE, secret_key=self.secret_key)
+        return ResourceGroupClient(self.url, tenant=TENANT, namespace=namespace, token=token)
+
+    def _call(self, method: str, path: str, body: Any = None) -> None:
+        response = self.admin.request(method, path, json=body)
+        if response.status_code != 204:
+            raise RuntimeError(f"{method} {path}: {response.status_code} {response.text}")
+
+
+@contextlib.contextmanager
+def admin_server(workdir: Path, report_interval_s: float | None) -> Iterator[Setup]:
+    """``rgadmin serve`` on a new SQLite database (made and migrated on start) in `workdir`."""
+    secret_key = generate_secret_key()
+    env = _clean_env() | {
+        "RG_DATABASE_URL": f"sqlite:///{workdir / 'rg.db'}",
+        "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(secret_key).decode(),
+        "RG_SUPERUSER_ROLES": SUPERUSER,
+    }
+    if report_interval_s is not None:
+        env["RG_REPORT_INTERVAL_SECONDS"] = str(report_interval_s)
+    port = _free_port()
+    server = Server(
+        name="rgadmin",
+        command=[
+            *_rgadmin(),
+            *("serve", "--host", HOST, "--port", str(port), "--workers", "1", "--no-access-log"),
+        ],
+        cwd=workdir,
+        port=port,
+        ready_path="/health",
+        log=workdir / "server.log",
+    )
+    _start(server, env)
+    try:
+        _wait_ready(server)
+        url = f"http://{HOST}:{port}"
+        token = create_token(subject=SUPERUSER, secret_key=secret_key)
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as admin:
+            setup = Setup(server, url, secret_key, admin)
+            setup._call("PUT", f"/admin/v2/tenants/{TENANT}", {})
+            yield setup
+    finally:
+        _stop(server)
+
+
+@contextlib.contextmanager
+def spark_session(cores: int, conf: dict[str, str] | None = None) -> Iterator[SparkSession]:
+    """A local SparkSession whose Python workers run this interpreter."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    builder = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName("rgspark-benchmark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(cores))
+    )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def run(df: DataFrame) -> None:
+    """Every row of `df` through the job, none kept."""
+    df.write.format("noop").mode("overwrite").save()
+
+
+def logged(df: DataFrame, directory: Path | None) -> DataFrame:
+    """`df`, with a line ``<epoch seconds> <rows>`` per batch in a file per worker process."""
+
+    def log(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            if directory is not None:
+                with (directory / f"{os.getpid()}.log").open("a") as out:
+                    out.write(f"{time.time()} {batch.num_rows}\n")
+            yield batch
+
+    return df.mapInArrow(log, df.schema)
+
+
+def arrow_bytes(df: DataFrame) -> int:
+    total = df.sparkSession.sparkContext.accumulator(0)
+
+    def weigh(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            total.add(batch.nbytes)
+            yield batch
+
+    run(df.mapInArrow(weigh, df.schema))
+    return int(total.value)
+
+
+def steady_rate(directory: Path, head_s: float) -> dict[str, float]:
+    """Rows per second while every task ran, past the first `head_s` (see the docstring)."""
+    logs = []
+    for path in directory.glob("*.log"):
+        lines = [line.split() for line in path.read_text().splitlines()]
+        if lines:
+            logs.append([(float(t), int(rows)) for t, rows in lines])
+    if not logs:
+        raise RuntimeError("no rows were logged")
+    start = max(log[0][0] for log in logs) + head_s
+    end = min(log[-1][0] for log in logs)
+    batches = sorted(entry for log in logs for entry in log if start <= entry[0] <= end)
+    if len(batches) < 2:
+        raise RuntimeError("too few batches in the steady part: make the job longer")
+    first, last = batches[0][0], batches[-1][0]
+    rows = sum(rows for _, rows in batches[1:])
+    everything = sorted(entry for log in logs for entry in log)
+    return {
+        "rows_per_s": rows / (last - first),
+        "window_s": last - first,
+        "rows_in_window": rows,
+        "flow_s": everything[-1][0] - everything[0][0],
+        "tasks": len(logs),
+    }
+
+
+def accuracy(
+    spark: SparkSession,
+    setup: Setup,
+    namespace: str,
+    df: DataFrame,
+    quota: float,
+    unit: str,
+    workdir: Path,
+    head_s: float,
+) -> dict[str, Any]:
+    from rgspark import throttle
+
+    # Warm-up, with a client of its own: the workers and the namespace's runtime in them.
+    tasks = df.rdd.getNumPartitions()
+    warm = spark.range(50 * tasks, numPartitions=tasks)
+    run(logged(throttle(warm, setup.client(namespace), "publish"), None))
+    client = setup.client(namespace)
+    directory = Path(tempfile.mkdtemp(dir=workdir))
+    started = time.perf_counter()
+    run(logged(throttle(df, client, "publish"), directory))
+    action_s = time.perf_counter() - started
+    stats = client.stats["publish"]
+    steady = steady_rate(directory, head_s)
+    per_row = stats.bytes / stats.rows if unit == "bytes/s" else 1.0
+    achieved = steady["rows_per_s"] * per_row
+    return {
+        "quota": quota,
+        "unit": unit,
+        "achieved": round(achieved, 1),
+        "error": round(achieved / quota - 1, 4),
+        "within_bar": abs(achieved / quota - 1) <= ACCURACY_BAR,
+        "window_s": round(steady["window_s"], 2),
+        "long_enough": steady["window_s"] >= MIN_WINDOW_S,
+        "rows_in_window": steady["rows_in_window"],
+        "rows": stats.rows,
+        "bytes": stats.bytes,
+        "bytes_per_row": round(stats.bytes / stats.rows, 2),
+        "tasks": steady["tasks"],
+        "flow_s": round(steady["flow_s"], 2),
+        "action_s": round(action_s, 2),
+        "action_rate": round(stats.rows * per_row / action_s, 1),
+        "throttled_task_s": round(stats.throttled_s, 2),
+    }
+
+
+def overhead(
+    spark: SparkSession,
+    client: ResourceGroupClient,
+    server: Server,
+    rows: int,
+    rounds: int,
+    cores: int,
+) -> dict[str, Any]:
+    from rgspark import throttle
+
+    df = spark.range(rows, numPartitions=cores).selectExpr(
+        "id", "id * 3 AS a", "CAST(id AS DOUBLE) * 0.5 AS b", "CAST(id % 1000 AS STRING) AS s"
+    )
+
+    def identity(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from batches
+
+    jobs = {
+        "identity": df.mapInArrow(identity, df.schema),
+        "throttle": throttle(df, client, "publish"),
+    }
+    # The JVM runs the Python workers: its process tree is the job's CPU, and the server's
+    # is the reports'. Other load on the machine is in neither.
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    jvm_pid: int | None = getattr(getattr(gateway, "proc", None), "pid", None)
+
+    def cpu_seconds() -> float | None:
+        jvm = None if jvm_pid is None else _process_tree_cpu_seconds(jvm_pid)
+        served = server.cpu_seconds()
+        return None if jvm is None or served is None else jvm + served
+
+    def timed(name: str) -> Round:
+        cpu = cpu_seconds()
+        started = time.perf_counter()
+        run(jobs[name])
+        wall = time.perf_counter() - started
+        after = cpu_seconds()
+        used = None if cpu is None or after is None or after <= cpu else after - cpu
+        return Round(rows / wall, None if used is None else rows / used)
+
+    for name in jobs:  # warm-up: workers started, and the namespace's runtime in them
+        timed(name)
+    pairs = []
+    for i in range(rounds):
+        order = ("identity", "throttle") if i % 2 == 0 else ("throttle", "identity")
+        pairs.append({name: timed(name) for name in order})
+    ratios = [pair["throttle"].rows_per_s / pair["identity"].rows_per_s for pair in pairs]
+    medians = {name: statistics.median(pair[name].rows_per_s for pair in pairs) for name in jobs}
+    best = {name: max(pair[name].rows_per_s for pair in pairs) for name in jobs}
+    cpu_ratios = [
+        pair["throttle"].rows_per_cpu_s / pair["identity"].rows_per_cpu_s
+        for pair in pairs
+        if pair["throttle"].rows_per_cpu_s and pair["identity"].rows_per_cpu_s
+    ]
+    ratio = statistics.median(ratios)
+    return {
+        "rows": rows,
+        "rounds": rounds,
+        "columns": "bigint, bigint, double, string",
+        "identity_rows_per_s": round(medians["identity"]),
+        "throttle_rows_per_s": round(medians["throttle"]),
+        "ratio": round(ratio, 4),
+        "ratio_of_medians": round(medians["throttle"] / medians["identity"], 4),
+        "ratio_of_best": round(best["throttle"] / best["identity"], 4),
+        "cpu_ratio": round(statistics.median(cpu_ratios), 4) if cpu_ratios else None,
+        "pair_ratios": [round(r, 4) for r in ratios],
+        "pairs_rows_per_s": [
+            {name: round(result.rows_per_s) for name, result in pair.items()} for pair in pairs
+        ],
+        "throttled_task_s": round(client.stats["publish"].throttled_s, 3),
+        "bar": OVERHEAD_BAR,
+        "meets_bar": ratio >= OVERHEAD_BAR,
+    }
+
+
+@dataclass
+class Round:
+    rows_per_s: float
+    rows_per_cpu_s: float | None
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, for a smoke test")
+    parser.add_argument("--seconds", type=float, help="flow per accuracy job (default 20)")
+    parser.add_argument("--rate", type=int, default=2000, help="msgs/s quota (default 2000)")
+    parser.add_argument("--cores", type=int, default=2, help="local[N] (default 2)")
+    parser.add_argument("--rows", type=int, help="rows per overhead round (default 3,000,000)")
+    parser.add_argument("--rounds", type=int, help="overhead pairs (default 10)")
+    parser.add_argument(
+        "--report-interval", type=float, help="the server's report interval (default: its own)"
+    )
+    args = parser.parse_args(argv)
+    quick = {"seconds": 4.0, "rows": 100_000, "rounds": 2}
+    full = {"seconds": 20.0, "rows": 3_000_000, "rounds": 10}
+    for name, value in (quick if args.quick else full).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds the context managers: the server is stopped
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    workdir = Path(tempfile.mkdtemp(prefix="rgspark-bench-"))
+    try:
+        report = _benchmark(args, workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    import pyspark
+
+    cores, seconds = args.cores, args.seconds
+    head_s = min(HEAD_S, seconds / 4)
+    with admin_server(workdir, args.report_interval) as setup:
+        setup.put_group("msgs", publishRateInMsgs=args.rate)
+        setup.namespace("msgs", "msgs")
+        setup.put_group("open")  # no rate set: nothing limited
+        setup.namespace("open", "open")
+        # Small batches and buffers, so that rows are timed as they leave `throttle`.
+        timing = {
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "100",
+            "spark.buffer.size": "1024",
+        }
+        with spark_session(cores, timing) as spark:
+            msgs_df = spark.range(round(args.rate * seconds), numPartitions=cores)
+            msgs = accuracy(spark, setup, "msgs", msgs_df, args.rate, "msgs/s", workdir, head_s)
+            bytes_df = spark.range(round(args.rate * seconds), numPartitions=cores).selectExpr(
+                "id", "id * 7 AS a", "CAST(id AS DOUBLE) / 3 AS b"
+            )
+            byte_rate = round(arrow_bytes(bytes_df) / seconds)
+            setup.put_group("bytes", publishRateInBytes=byte_rate)
+            setup.namespace("bytes", "bytes")
+            nbytes = accuracy(
+                spark, setup, "bytes", bytes_df, byte_rate, "bytes/s", workdir, head_s
+            )
+        # Spark's defaults, said again: PySpark's builder keeps options given to earlier
+        # sessions in this process.
+        defaults = {
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+            "spark.buffer.size": "65536",
+        }
+        with spark_session(cores, defaults) as spark:
+            client = setup.client("open")
+            cost = overhead(spark, client, setup.server, args.rows, args.rounds, cores)
+        server_log = setup.server.log.read_text(errors="replace")
+    meets = {
+        "accuracy": all(r["within_bar"] and r["long_enough"] for r in (msgs, nbytes)),
+        "overhead": cost["meets_bar"],
+    }
+    return {
+        "benchmark": "spark_throttle",
+        "accuracy": {"msgs": msgs, "bytes": nbytes, "bar": ACCURACY_BAR},
+        "overhead": cost,
+        "meets_bars": meets,
+        "method": {
+            "accuracy": (
+                "Each job runs through throttle(df, client, 'publish') then an identity "
+                "mapInArrow that logs (time, rows) per Arrow batch; maxRecordsPerBatch=100 and "
+                "spark.buffer.size=1024 so that batches reach it within milliseconds of their "
+                "release. Steady window: from the last task's first batch plus "
+                f"{head_s:g} s to the first task's last batch, i.e. while every task runs, "
+                "leaving out Spark's startup and the first allocations. Achieved rate: rows "
+                "logged after the window's first batch up to its last, over the time between "
+                "the two; for bytes, times the bytes per row throttle charged "
+                "(client.stats['publish']). Bar: |achieved/quota - 1| <= "
+                f"{ACCURACY_BAR:g} over a window of at least {MIN_WINDOW_S:g} s."
+            ),
+            "overhead": (
+                "A group with no rate set. Each round writes the same DataFrame to the noop "
+                "sink through throttle(df) and through an identity mapInArrow, the two back to "
+                "back in alternating order, with Spark's default batch and buffer sizes, after "
+                "one untimed run of each. Figure (ratio): the median over rounds of throttle's "
+                "rows/s over the identity's; ratio_of_best compares each side's fastest round, "
+                "cpu_ratio the rows per CPU second of the JVM's process tree (Spark and its "
+                f"Python workers) and the server. Bar: ratio >= {OVERHEAD_BAR:g}."
+            ),
+        },
+        "config": {
+            "master": f"local[{cores}]",
+            "partitions": cores,
+            "seconds": seconds,
+            "quick": args.quick,
+            "report_interval_s": args.report_interval,
+            "server": "rgadmin serve --workers 1 --no-access-log (SQLite)",
+            "server_errors_logged": server_log.count("Traceback"),
+            "pyspark": pyspark.__version__,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The Spark throttle benchmark runs end to end, tiny, and reports what it promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SECONDS = 2
+RATE = 2000
+
+# The marker is registered by tests/spark/conftest.py, which pytest loads only once it
+# collects that folder: this one may come first.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+    pytestmark = pytest.mark.spark
+
+
+def test_spark_throttle_runs_and_reports() -> None:
+    completed = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.spark_throttle", "--quick"),
+            *("--seconds", str(SECONDS), "--rate", str(RATE), "--rows", "50000"),
+            *("--rounds", "1"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-5000:]
+    report = json.loads(completed.stdout)
+
+    assert {"benchmark", "accuracy", "overhead", "meets_bars", "method", "config"} <= set(report)
+    assert set(report["meets_bars"]) == {"accuracy", "overhead"}
+    assert {"accuracy", "overhead"} <= set(report["method"])
+    assert report["config"]["quick"] is True
+    assert report["config"]["server_errors_logged"] == 0
+
+    accuracy = report["accuracy"]
+    assert accuracy["bar"] == 0.05
+    for dimension, unit, row_bytes in (("msgs", "msgs/s", 8), ("bytes", "bytes/s", 24)):
+        result = accuracy[dimension]
+        assert {
+            "quota",
+            "achieved",
+            "error",
+            "within_bar",
+            "window_s",
+            "long_enough",
+            "rows_in_window",
+            "action_s",
+            "action_rate",
+            "throttled_task_s",
+        } <= set(result)
+        assert result["unit"] == unit
+        assert result["rows"] == RATE * SECONDS
+        assert result["bytes_per_row"] == row_bytes
+        assert result["tasks"] == 2
+        assert result["long_enough"] is False  # a quick run is too short for the bar
+        # Tiny and on a shared machine: a sanity check, not the bar.
+        assert result["achieved"] == pytest.approx(result["quota"], rel=0.5)
+        assert result["throttled_task_s"] > 0
+    assert accuracy["msgs"]["quota"] == RATE
+    assert accuracy["bytes"]["quota"] == round(RATE * SECONDS * 24 / SECONDS)
+
+    overhead = report["overhead"]
+    assert {
+        "identity_rows_per_s",
+        "throttle_rows_per_s",
+        "ratio",
+        "ratio_of_best",
+        "cpu_ratio",
+        "pair_ratios",
+        "bar",
+        "meets_bar",
+    } <= set(overhead)
+    assert overhead["bar"] == 0.95
+    assert (overhead["rows"], overhead["rounds"], len(overhead["pair_ratios"])) == (50000, 1, 1)
+    assert overhead["ratio"] > 0
+    assert overhead["throttled_task_s"] == 0.0  # nothing is limited
