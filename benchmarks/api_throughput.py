@@ -393,15 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _benchmark(
     args: argparse.Namespace, ours: Server, bare: Server, env: dict[str, str]
 ) -> dict[str, Any]:
-    token = subprocess.run(
-        [*_rgadmin(), "tokens", "create", "--subject", "admin"],
-        cwd=ours.cwd,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    auth = {"Authorization": f"Bearer {token}"}
+    auth = _bearer(ours, env, "admin")
     status, body = _request(
         ours.port,
         "PUT",
@@ -493,6 +485,19 @@ def _benchmark(
     }
 
 
+def _bearer(server: Server, env: dict[str, str], role: str) -> dict[str, str]:
+    """Headers with a token for `role`, minted as a user would, by `rgadmin tokens create`."""
+    token = subprocess.run(
+        [*_rgadmin(), "tokens", "create", "--subject", role],
+        cwd=server.cwd,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {"Authorization": f"Bearer {token}"}
+
+
 def _quota_check_cost(
     args: argparse.Namespace, ours: Server, auth: dict[str, str], env: dict[str, str]
 ) -> dict[str, Any]:
@@ -508,15 +513,7 @@ def _quota_check_cost(
         status, answer = _request(ours.port, method, path, headers=json_headers, body=body)
         if status != 204:
             raise RuntimeError(f"{method} {path} answered {status}: {answer!r}")
-    token = subprocess.run(
-        [*_rgadmin(), "tokens", "create", "--subject", READER],
-        cwd=ours.cwd,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    request = build_get(HOST, ours.port, GROUP_PATH, {"Authorization": f"Bearer {token}"})
+    request = build_get(HOST, ours.port, GROUP_PATH, _bearer(ours, env, READER))
     quota = json.dumps({"requestsPerSecond": 1_000_000}).encode()
     rounds: dict[str, list[Round]] = {"none": [], "configured": []}
     for _ in range(args.rounds):
