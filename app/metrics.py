@@ -12,12 +12,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 STALE_INTERVALS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RoleMetrics:
+    requests: Counter
+    request_rate: Gauge
+    throttle: Counter
 
 
 class Metrics:
@@ -54,8 +62,34 @@ class Metrics:
             ["role"],
             registry=r,
         )
+        # Labelled children, kept: looking one up costs more than updating it, on every request.
+        self._roles: dict[str, RoleMetrics] = {}
+        self._requests: dict[tuple[str, str, int], Counter] = {}
+        self._latencies: dict[tuple[str, str], Histogram] = {}
         self.groups = GroupStats(clock, STALE_INTERVALS * report_interval_s)
         r.register(self.groups)
+
+    def role(self, role: str) -> RoleMetrics:
+        metrics = self._roles.get(role)
+        if metrics is None:
+            metrics = self._roles[role] = RoleMetrics(
+                self.role_requests.labels(role),
+                self.role_request_rate.labels(role),
+                self.role_throttle.labels(role),
+            )
+        return metrics
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        counter = self._requests.get((method, route, status))
+        if counter is None:
+            counter = self._requests[method, route, status] = self.http_requests.labels(
+                method, route, str(status)
+            )
+        counter.inc()
+        histogram = self._latencies.get((method, route))
+        if histogram is None:
+            histogram = self._latencies[method, route] = self.http_latency.labels(method, route)
+        histogram.observe(seconds)
 
 
 GroupTotals = tuple[str, float, float, float, float]

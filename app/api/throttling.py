@@ -53,11 +53,12 @@ class ThrottlingMiddleware:
         if principal is not None and not principal.is_superuser:
             await self._refresh_quotas()
             delay, rate = self.throttle.record(principal.role)
-            self.metrics.role_request_rate.labels(principal.role).set(rate)
+            self.metrics.role(principal.role).request_rate.set(rate)
         if principal is not None:
-            self.metrics.role_requests.labels(principal.role).inc()
+            role = self.metrics.role(principal.role)
+            role.requests.inc()
             if delay:
-                self.metrics.role_throttle.labels(principal.role).inc(delay)
+                role.throttle.inc(delay)
         status = 500
 
         async def send_throttled(message: Message) -> None:
@@ -74,12 +75,8 @@ class ThrottlingMiddleware:
         try:
             await self.app(scope, receive, send_throttled)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            self.metrics.http_requests.labels(scope["method"], template, str(status)).inc()
-            self.metrics.http_latency.labels(scope["method"], template).observe(
-                self.clock() - started
-            )
+            template = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.observe_request(scope["method"], template, status, self.clock() - started)
 
     async def _refresh_quotas(self) -> None:
         """Reload the quotas once they are older than REFRESH_S; requests arriving during
