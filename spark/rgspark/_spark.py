@@ -104,9 +104,10 @@ def throttled_sink(
 ) -> Callable[[Iterable[Any]], None]:
     """A function for ``foreachPartition`` that sends rows with `send` at the group's rate.
 
-    `send` gets a list of rows at a time (at most about 100 ms of the allocated rate); after
-    it returns, the rows are charged as msgs, and as bytes when `size` (a row's size in
-    bytes) is given, and the next call waits as long as the limits need. For
+    `send` gets a list of rows at a time (at most about 100 ms of the allocated rate: of its
+    msgs rate, and of its bytes rate when `size`, a row's size in bytes, is given; a single
+    larger row goes alone); after it returns, the rows are charged as msgs, and as bytes
+    when `size` is given, and the next call waits as long as the limits need. For
     ``foreachBatch``, call ``batch_df.foreachPartition(throttled_sink(...))``.
     """
     _check_kind(kind)
@@ -114,15 +115,25 @@ def throttled_sink(
     def run(rows: Iterable[Any]) -> None:
         quota = client.quota(kind)
         chunk: list[Any] = []
-        limit = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
+        nbytes = 0
+        max_rows, max_bytes = _sink_limits(quota, kind, size is not None)
+
+        def flush() -> None:
+            nonlocal chunk, nbytes, max_rows, max_bytes
+            _send(quota, kind, send, stats, chunk, nbytes)
+            chunk, nbytes = [], 0
+            max_rows, max_bytes = _sink_limits(quota, kind, size is not None)
+
         for row in rows:
+            row_bytes = size(row) if size is not None else 0
+            if chunk and nbytes + row_bytes > max_bytes:  # this row would overdraw the chunk
+                flush()
             chunk.append(row)
-            if len(chunk) >= limit:
-                _send(quota, kind, send, size, stats, chunk)
-                chunk = []
-                limit = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
+            nbytes += row_bytes
+            if len(chunk) >= max_rows or nbytes >= max_bytes:
+                flush()
         if chunk:
-            _send(quota, kind, send, size, stats, chunk)
+            flush()
 
     return run
 
@@ -139,15 +150,22 @@ def _send(
     quota: NamespaceQuota,
     kind: str,
     send: Callable[[list[Any]], object],
-    size: Callable[[Any], int] | None,
     stats: ThrottleStats | None,
     chunk: list[Any],
+    nbytes: int,
 ) -> None:
     send(chunk)
-    nbytes = sum(size(row) for row in chunk) if size is not None else 0
     waited = quota.acquire(kind, len(chunk), nbytes)
     if stats is not None:
         stats.add(len(chunk), nbytes, waited)
+
+
+def _sink_limits(quota: NamespaceQuota, kind: str, sized: bool) -> tuple[int, float]:
+    """The most rows, and bytes, a sink sends between two charges: about `BURST_S` of the
+    rates in force (bytes only when rows are sized), `DEFAULT_SINK_ROWS` when unlimited."""
+    rows = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
+    rate = quota.rate(f"{kind}Bytes") if sized else None
+    return rows, math.inf if rate is None else max(1.0, rate * BURST_S)
 
 
 def _slices(batch: pa.RecordBatch, quota: NamespaceQuota, kind: str) -> Iterator[pa.RecordBatch]:

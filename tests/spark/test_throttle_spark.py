@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -102,6 +103,12 @@ def rate_between(stamps: list[float], start: float, end: float) -> float:
     """Rows per second stamped in ``(start, end]``."""
     assert end - start >= 0.5, f"a window of {end - start:.2f} s is too short to time a rate"
     return sum(1 for t in stamps if start < t <= end) / (end - start)
+
+
+def runs(stamps: list[float], gap_s: float) -> list[list[float]]:
+    """`stamps` cut wherever no row came for more than `gap_s`."""
+    cut = [i for i in range(1, len(stamps)) if stamps[i] - stamps[i - 1] > gap_s]
+    return [stamps[i:j] for i, j in zip([0, *cut], [*cut, len(stamps)], strict=True)]
 
 
 def arrow_bytes(df: DataFrame) -> int:
@@ -343,12 +350,6 @@ def test_a_streaming_query_through_throttle_holds_the_rate(
     assert rate_between(batch, batch[0] + 0.5, batch[-1]) == pytest.approx(rate, rel=REL)
 
 
-def runs(stamps: list[float], gap_s: float) -> list[list[float]]:
-    """`stamps` cut wherever no row came for more than `gap_s`."""
-    cut = [i for i in range(1, len(stamps)) if stamps[i] - stamps[i - 1] > gap_s]
-    return [stamps[i:j] for i, j in zip([0, *cut], [*cut, len(stamps)], strict=True)]
-
-
 # ---------------------------------------------------------------------------------------------
 # Mistakes caught on the driver, at call time
 
@@ -448,7 +449,7 @@ def test_throttled_sink_in_foreach_partition_holds_the_rate(
     stamps = logged_stamps(sent)
     assert len(stamps) == rows
     # No chunk is more than about 100 ms of the rate.
-    assert max(stamps.count(t) for t in set(stamps)) <= RATE * BURST_S
+    assert max(Counter(stamps).values()) <= RATE * BURST_S
     assert 3.5 <= elapsed <= 10, f"{rows} rows at {RATE} msgs/s took {elapsed:.1f} s"
     assert rate_between(stamps, stamps[0] + 0.5, stamps[-1]) == pytest.approx(RATE, rel=REL)
     assert (stats.rows, stats.bytes) == (rows, 8 * rows)
@@ -456,7 +457,7 @@ def test_throttled_sink_in_foreach_partition_holds_the_rate(
 
 
 # ---------------------------------------------------------------------------------------------
-# Bulk reads charged after the fact (plain Python, fake time)
+# The sink helper's chunks, and bulk reads charged after the fact (plain Python, fake time)
 
 
 @pytest.fixture
@@ -468,6 +469,60 @@ def fake_buckets(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> FakeClock
 
     monkeypatch.setattr(_reporter, "_bucket", bucket)
     return clock
+
+
+class LocalClient(ResourceGroupClient):
+    """A client whose limits are given, instead of fetched from a server by a runtime."""
+
+    def __init__(self, quota: NamespaceQuota) -> None:
+        super().__init__("http://127.0.0.1:1", tenant=quota.tenant, namespace=quota.namespace)
+        self._quota = quota
+
+    def quota(self, kind: str) -> NamespaceQuota:
+        self._quota.use(kind)
+        return self._quota
+
+
+def sink_sends(
+    clock: FakeClock, rates: dict[str, float], rows: list[bytes], **options: Any
+) -> list[tuple[float, int, int]]:
+    """Run `rows` through a `throttled_sink` held to `rates`, on fake time: what each call
+    of the user's function got, as (fake seconds since the start, rows, bytes)."""
+    quota = NamespaceQuota("t", "ns", sleep=clock.sleep)
+    quota.apply(rates)
+    start = clock() / 1e9
+    sends: list[tuple[float, int, int]] = []
+
+    def send(chunk: list[bytes]) -> None:
+        sends.append((round(clock() / 1e9 - start, 6), len(chunk), sum(map(len, chunk))))
+
+    throttled_sink(LocalClient(quota), "publish", send, **options)(iter(rows))
+    return sends
+
+
+def test_sink_sends_about_100_ms_of_the_msgs_rate_at_a_time(fake_buckets: FakeClock) -> None:
+    rows = [b"x" * 10] * 1000
+    sends = sink_sends(fake_buckets, {"publishMsgs": 2000}, rows)
+    # 200 rows a call, each paid for (100 ms) before the next call.
+    assert sends == [(round(0.1 * i, 6), 200, 2000) for i in range(5)]
+
+
+def test_sink_sends_about_100_ms_of_the_bytes_rate_at_a_time(fake_buckets: FakeClock) -> None:
+    rows = [b"x" * 100] * 50  # 5,000 bytes: half a second at 10,000 B/s
+    sends = sink_sends(fake_buckets, {"publishBytes": 10_000}, rows, size=len)
+    assert sends == [(round(0.1 * i, 6), 10, 1000) for i in range(5)]
+
+
+def test_sink_never_splits_a_row_larger_than_100_ms(fake_buckets: FakeClock) -> None:
+    rows = [b"x" * 300, b"x" * 3000, b"x" * 300, b"x" * 300, b"x" * 300]
+    sends = sink_sends(fake_buckets, {"publishBytes": 10_000}, rows, size=len)
+    assert [(n, nbytes) for _, n, nbytes in sends] == [(1, 300), (1, 3000), (3, 900)]
+    assert [t for t, _, _ in sends] == [0.0, 0.03, 0.33]
+
+
+def test_sink_without_limits_sends_in_bounded_chunks(fake_buckets: FakeClock) -> None:
+    sends = sink_sends(fake_buckets, {}, [b"x"] * 2500, size=len)
+    assert sends == [(0.0, 1000, 1000), (0.0, 1000, 1000), (0.0, 500, 500)]
 
 
 class Source:
