@@ -199,7 +199,7 @@ def arrow_bytes(df: DataFrame) -> int:
     return int(total.value)
 
 
-def steady_rate(directory: Path, head_s: float) -> dict[str, float]:
+def steady_rate(directory: Path, head_s: float) -> dict[str, Any]:
     """Rows per second while every task ran, past the first `head_s` (see the docstring)."""
     logs = []
     for path in directory.glob("*.log"):
@@ -211,12 +211,16 @@ def steady_rate(directory: Path, head_s: float) -> dict[str, float]:
     start = max(log[0][0] for log in logs) + head_s
     end = min(log[-1][0] for log in logs)
     batches = sorted(entry for log in logs for entry in log if start <= entry[0] <= end)
+    everything = sorted(entry for log in logs for entry in log)
+    steady = len(batches) >= 2
+    if not steady:  # a job too short to have a steady part (a smoke run): its whole flow
+        batches = everything
     if len(batches) < 2:
-        raise RuntimeError("too few batches in the steady part: make the job longer")
+        raise RuntimeError("too few batches to time: make the job longer")
     first, last = batches[0][0], batches[-1][0]
     rows = sum(rows for _, rows in batches[1:])
-    everything = sorted(entry for log in logs for entry in log)
     return {
+        "steady": steady,
         "rows_per_s": rows / (last - first),
         "window_s": last - first,
         "rows_in_window": rows,
@@ -257,7 +261,8 @@ def accuracy(
         "error": round(achieved / quota - 1, 4),
         "within_bar": abs(achieved / quota - 1) <= ACCURACY_BAR,
         "window_s": round(steady["window_s"], 2),
-        "long_enough": steady["window_s"] >= MIN_WINDOW_S,
+        "long_enough": steady["steady"] and steady["window_s"] >= MIN_WINDOW_S,
+        "steady_part": steady["steady"],
         "rows_in_window": steady["rows_in_window"],
         "rows": stats.rows,
         "bytes": stats.bytes,
