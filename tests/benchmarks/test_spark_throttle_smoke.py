@@ -31,7 +31,7 @@ def test_spark_throttle_runs_and_reports() -> None:
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=180,
     )
     assert completed.returncode == 0, completed.stderr[-5000:]
     report = json.loads(completed.stdout)

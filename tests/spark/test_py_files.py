@@ -182,7 +182,7 @@ def test_the_zip_ships_rgspark_to_a_job_without_the_server(
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=180,
     )
 
     assert completed.returncode == 0, completed.stderr[-5000:]

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from tests.spark.conftest import FakeClock, JobNamespace, RGServer
 
 spark_job = pytest.mark.spark
+T = TypeVar("T")
 
 RATE = 2000  # msgs/s
 ROWS = 20_000  # ten seconds' worth
@@ -71,7 +72,32 @@ def logged(df: DataFrame, directory: Path | None) -> DataFrame:
 
 def run(df: DataFrame) -> None:
     """Run every row of `df` through the job, keeping none."""
-    df.write.format("noop").mode("overwrite").save()
+    bounded(df.sparkSession, lambda: df.write.format("noop").mode("overwrite").save())
+
+
+def bounded(spark: SparkSession, action: Callable[[], T], timeout_s: float = 90) -> T:
+    """`action()`, or a failure after `timeout_s` with the session's jobs cancelled: a job
+    held to a rate that went wrong must fail the test, not hang the run."""
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def act() -> None:
+        try:
+            outcome.append(action())
+        except BaseException as exc:
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    in_background(act)
+    if not done.wait(timeout_s):
+        spark.sparkContext.cancelAllJobs()
+        done.wait(30)
+        raise AssertionError(f"the job was still running after {timeout_s:.0f} s: cancelled")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    result: T = outcome[0]
+    return result
 
 
 def logged_stamps(directory: Path) -> list[float]:
@@ -157,7 +183,7 @@ def test_a_job_is_held_to_the_groups_msgs_rate(spark: SparkSession, rg_server: R
     df = spark.range(ROWS, numPartitions=4)
     client = job.client()
 
-    count, elapsed = timed(throttle(df, client, "publish").count)
+    count, elapsed = timed(lambda: bounded(spark, throttle(df, client, "publish").count))
 
     assert count == ROWS
     assert 7 <= elapsed <= 20, f"{ROWS} rows at {RATE} msgs/s took {elapsed:.1f} s"
@@ -178,7 +204,7 @@ def test_a_job_is_held_to_the_groups_bytes_rate(spark: SparkSession, rg_server: 
     warm_up(spark, job)
     client = job.client()
 
-    count, elapsed = timed(throttle(df, client, "publish").count)
+    count, elapsed = timed(lambda: bounded(spark, throttle(df, client, "publish").count))
 
     assert count == ROWS
     assert 7 <= elapsed <= 20, f"{nbytes} bytes at {nbytes / 10:.0f} B/s took {elapsed:.1f} s"
@@ -195,7 +221,7 @@ def test_stats_count_what_went_through_and_no_wait_when_unlimited(
     df = spark.range(5000, numPartitions=3).selectExpr("id", "CAST(id AS STRING) AS s")
     client = job.client()
 
-    assert throttle(df, client, "dispatch").count() == 5000
+    assert bounded(spark, throttle(df, client, "dispatch").count) == 5000
 
     stats = client.stats["dispatch"]
     assert (stats.rows, stats.bytes, stats.throttled_s) == (5000, arrow_bytes(df), 0.0)
@@ -294,8 +320,9 @@ def test_a_job_finishes_at_its_last_allocation_when_the_server_stops(
         stopped.append(time.time())
 
     stopper = in_background(stop_server)
-    # Two partitions: both tasks start, and fetch their allocations, before the stop.
-    df = throttle(spark.range(rows, numPartitions=2), job.client(), "publish")
+    # One task: its allocation is the group's rate from its first report on. (With two, a
+    # stop before the allocator has split the rate evenly leaves one task a trickle.)
+    df = throttle(spark.range(rows, numPartitions=1), job.client(), "publish")
     run(logged(df, flow))  # raises if the job fails
     stopper.join(timeout=60)
     with pytest.raises(ServerUnreachableError):
@@ -437,13 +464,11 @@ def test_throttled_sink_in_foreach_partition_holds_the_rate(
         with (sent / f"{os.getpid()}.log").open("a") as log:
             log.write(f"{time.time()} {len(chunk)}\n")
 
-    spark.range(10, numPartitions=2).foreachPartition(
-        throttled_sink(job.client(), "publish", lambda chunk: None)
-    )  # warm-up
+    warm_up_sink = throttled_sink(job.client(), "publish", lambda chunk: None)
+    bounded(spark, lambda: spark.range(10, numPartitions=2).foreachPartition(warm_up_sink))
+    sink = throttled_sink(client, "publish", send, size=lambda row: 8, stats=stats)
     _, elapsed = timed(
-        lambda: spark.range(rows, numPartitions=2).foreachPartition(
-            throttled_sink(client, "publish", send, size=lambda row: 8, stats=stats)
-        )
+        lambda: bounded(spark, lambda: spark.range(rows, numPartitions=2).foreachPartition(sink))
     )
 
     stamps = logged_stamps(sent)
