@@ -28,7 +28,9 @@ folder, with the server's default report interval unless ``--report-interval`` s
   rows per CPU second (the JVM's process tree, which holds the Python workers, plus the
   server) are compared too. Bar: at least 0.95.
 
-``--quick`` shrinks everything for a smoke test (its accuracy window is too short for the bar).
+``--quick`` shrinks everything for a smoke test: its accuracy window is too short for the bar,
+and a job too short to have a steady part is timed over its whole flow (``steady_part``:
+false).
 """
 
 from __future__ import annotations
@@ -447,7 +449,8 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 f"{head_s:g} s to the first task's last batch, i.e. while every task runs, "
                 "leaving out Spark's startup and the first allocations. Achieved rate: rows "
                 "logged after the window's first batch up to its last, over the time between "
-                "the two; for bytes, times the bytes per row throttle charged "
+                "the two (over the whole flow when the job is too short to have a steady "
+                "part: steady_part false); for bytes, times the bytes per row throttle charged "
                 "(client.stats['publish']). Bar: |achieved/quota - 1| <= "
                 f"{ACCURACY_BAR:g} over a window of at least {MIN_WINDOW_S:g} s."
             ),
