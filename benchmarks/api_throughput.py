@@ -33,13 +33,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import http.client
 import json
 import os
 import platform
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -54,8 +52,18 @@ from typing import Any
 from fastapi import FastAPI
 
 from benchmarks._http_load import LoadResult, build_get, event_loop_name, percentile, run_load
+from benchmarks._servers import (
+    HOST,
+    Server,
+    clean_env,
+    free_port,
+    http_request,
+    rgadmin,
+    start,
+    stop,
+    wait_ready,
+)
 
-HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GROUP = "bench-group"
 GROUP_PATH = f"/admin/v2/resourcegroups/{GROUP}"
@@ -68,8 +76,6 @@ GROUP_BODY = {
     "replicationDispatchRateInMsgs": -1,
     "replicationDispatchRateInBytes": -1,
 }
-READY_TIMEOUT_SECONDS = 60.0
-STOP_TIMEOUT_SECONDS = 10.0
 BAR = 0.7
 # The request-quota check must cost next to nothing: quotas configured (not exceeded) against
 # none, on the same endpoint, for a role that quotas apply to.
@@ -83,132 +89,6 @@ bare_app = FastAPI()
 @bare_app.get("/admin/v2/resourcegroups/{rg}")
 async def bare_get_resource_group(rg: str) -> dict[str, int]:
     return GROUP_BODY
-
-
-@dataclass
-class Server:
-    name: str
-    command: list[str]
-    cwd: Path
-    port: int
-    ready_path: str
-    log: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    def cpu_seconds(self) -> float | None:
-        return None if self.process is None else _process_tree_cpu_seconds(self.process.pid)
-
-
-# processes
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _clean_env() -> dict[str, str]:
-    # The README's defaults are what is measured: no RG_* setting may leak in from the caller.
-    return {name: value for name, value in os.environ.items() if not name.startswith("RG_")}
-
-
-def _rgadmin() -> list[str]:
-    script = Path(sys.executable).parent / "rgadmin"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
-
-
-def _start(server: Server, env: dict[str, str]) -> None:
-    with server.log.open("wb") as log:
-        # A session of its own, so stopping it stops every worker it forked.
-        server.process = subprocess.Popen(
-            server.command,
-            cwd=server.cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def _stop(server: Server) -> None:
-    process = server.process
-    if process is None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(STOP_TIMEOUT_SECONDS)
-    # Workers that outlived their parent, or a parent that ignored SIGTERM.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
-
-
-def _log_tail(server: Server, lines: int = 30) -> str:
-    try:
-        text = server.log.read_text(errors="replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def _wait_ready(server: Server, headers: dict[str, str] | None = None) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    assert server.process is not None
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(
-                f"{server.name} server exited with {server.process.returncode}:\n"
-                + _log_tail(server)
-            )
-        with contextlib.suppress(OSError, http.client.HTTPException):
-            status, _ = _request(server.port, "GET", server.ready_path, headers=headers)
-            if status == 200:
-                return
-        time.sleep(0.05)
-    raise RuntimeError(
-        f"{server.name} server not ready in {READY_TIMEOUT_SECONDS}s:\n" + _log_tail(server)
-    )
-
-
-def _request(
-    port: int,
-    method: str,
-    path: str,
-    *,
-    headers: dict[str, str] | None = None,
-    body: bytes | None = None,
-) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection(HOST, port, timeout=10)
-    try:
-        connection.request(method, path, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
-
-
-def _process_tree_cpu_seconds(pid: int) -> float | None:
-    """User plus system CPU time of ``pid`` and its descendants, from /proc (None elsewhere)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    pending = [pid]
-    try:
-        while pending:
-            current = pending.pop()
-            stat = Path(f"/proc/{current}/stat").read_text()
-            # Fields after the command name, which may itself contain spaces or parentheses.
-            fields = stat[stat.rindex(")") + 2 :].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-            for task in Path(f"/proc/{current}/task").iterdir():
-                with contextlib.suppress(FileNotFoundError):
-                    pending += [int(child) for child in (task / "children").read_text().split()]
-    except (OSError, ValueError, IndexError):
-        return None
-    return total / ticks
 
 
 @contextlib.contextmanager
@@ -341,13 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     server_cpus, client_cpus = _plan_cpus(args.pin, args.workers)
     workdir = Path(tempfile.mkdtemp(prefix="rg-api-throughput-"))
-    env = _clean_env()
+    env = clean_env()
     workers = ["--workers", str(args.workers)]
-    ours_port, bare_port = _free_port(), _free_port()
+    ours_port, bare_port = free_port(), free_port()
     ours = Server(
         name="ours",
         command=[
-            *_rgadmin(),
+            *rgadmin(),
             *("serve", "--host", HOST, "--port", str(ours_port), *workers, "--no-access-log"),
         ],
         cwd=workdir,
@@ -370,16 +250,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         with _affinity(server_cpus):
-            _start(ours, env)
-            _start(bare, env)
+            start(ours, env)
+            start(bare, env)
         if client_cpus is not None:
             os.sched_setaffinity(0, client_cpus)
-        _wait_ready(ours)
-        _wait_ready(bare)
+        wait_ready(ours)
+        wait_ready(bare)
         report = _benchmark(args, ours, bare, env)
     finally:
-        _stop(ours)
-        _stop(bare)
+        stop(ours)
+        stop(bare)
         shutil.rmtree(workdir, ignore_errors=True)
     report["config"]["cpu_pinning"] = (
         {"server_cpus": sorted(server_cpus), "client_cpus": sorted(client_cpus or ())}
@@ -394,7 +274,7 @@ def _benchmark(
     args: argparse.Namespace, ours: Server, bare: Server, env: dict[str, str]
 ) -> dict[str, Any]:
     auth = _bearer(ours, env, "admin")
-    status, body = _request(
+    status, body = http_request(
         ours.port,
         "PUT",
         GROUP_PATH,
@@ -406,7 +286,7 @@ def _benchmark(
     # Both must answer the same thing, or the comparison is not like for like.
     bodies = {}
     for server in (ours, bare):
-        status, body = _request(server.port, "GET", GROUP_PATH, headers=auth)
+        status, body = http_request(server.port, "GET", GROUP_PATH, headers=auth)
         if status != 200 or json.loads(body) != GROUP_BODY:
             raise RuntimeError(f"{server.name}: GET {GROUP_PATH} answered {status}: {body!r}")
         bodies[server.name] = body
@@ -455,7 +335,7 @@ def _benchmark(
         "meets_bar": ratio >= BAR,
         "request_quota_check": quota_check,
         "ours": {
-            "server": " ".join(["rgadmin", *ours.command[len(_rgadmin()) :]]),
+            "server": " ".join(["rgadmin", *ours.command[len(rgadmin()) :]]),
             "database": "sqlite:///data/resourcegroups.db (default, fresh temporary directory)",
             **summary["ours"],
         },
@@ -488,7 +368,7 @@ def _benchmark(
 def _bearer(server: Server, env: dict[str, str], role: str) -> dict[str, str]:
     """Headers with a token for `role`, minted as a user would, by `rgadmin tokens create`."""
     token = subprocess.run(
-        [*_rgadmin(), "tokens", "create", "--subject", role],
+        [*rgadmin(), "tokens", "create", "--subject", role],
         cwd=server.cwd,
         env=env,
         check=True,
@@ -510,7 +390,7 @@ def _quota_check_cost(
     )
     for method, path, payload in setup:
         body = None if payload is None else json.dumps(payload).encode()
-        status, answer = _request(ours.port, method, path, headers=json_headers, body=body)
+        status, answer = http_request(ours.port, method, path, headers=json_headers, body=body)
         if status != 204:
             raise RuntimeError(f"{method} {path} answered {status}: {answer!r}")
     request = build_get(HOST, ours.port, GROUP_PATH, _bearer(ours, env, READER))
@@ -519,9 +399,9 @@ def _quota_check_cost(
     for _ in range(args.rounds):
         for side in ("none", "configured"):
             if side == "configured":
-                _request(ours.port, "PUT", QUOTA_PATH, headers=json_headers, body=quota)
+                http_request(ours.port, "PUT", QUOTA_PATH, headers=json_headers, body=quota)
             else:
-                _request(ours.port, "DELETE", QUOTA_PATH, headers=auth)
+                http_request(ours.port, "DELETE", QUOTA_PATH, headers=auth)
             rounds[side].append(_measure(ours, request, args.concurrency, args.seconds))
     summary = {side: _side_summary(rounds[side]) for side in rounds}
     ratio = summary["configured"]["median_rps"] / summary["none"]["median_rps"]

@@ -55,16 +55,16 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from app.auth import create_token, generate_secret_key
-from benchmarks.api_throughput import (
+from benchmarks._servers import (
     HOST,
     Server,
-    _clean_env,
-    _free_port,
-    _process_tree_cpu_seconds,
-    _rgadmin,
-    _start,
-    _stop,
-    _wait_ready,
+    clean_env,
+    free_port,
+    process_tree_cpu_seconds,
+    rgadmin,
+    start,
+    stop,
+    wait_ready,
 )
 
 if TYPE_CHECKING:
@@ -116,18 +116,18 @@ class Setup:
 def admin_server(workdir: Path, report_interval_s: float | None) -> Iterator[Setup]:
     """``rgadmin serve`` on a new SQLite database (made and migrated on start) in `workdir`."""
     secret_key = generate_secret_key()
-    env = _clean_env() | {
+    env = clean_env() | {
         "RG_DATABASE_URL": f"sqlite:///{workdir / 'rg.db'}",
         "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(secret_key).decode(),
         "RG_SUPERUSER_ROLES": SUPERUSER,
     }
     if report_interval_s is not None:
         env["RG_REPORT_INTERVAL_SECONDS"] = str(report_interval_s)
-    port = _free_port()
+    port = free_port()
     server = Server(
         name="rgadmin",
         command=[
-            *_rgadmin(),
+            *rgadmin(),
             *("serve", "--host", HOST, "--port", str(port), "--workers", "1", "--no-access-log"),
         ],
         cwd=workdir,
@@ -135,9 +135,9 @@ def admin_server(workdir: Path, report_interval_s: float | None) -> Iterator[Set
         ready_path="/health",
         log=workdir / "server.log",
     )
-    _start(server, env)
+    start(server, env)
     try:
-        _wait_ready(server)
+        wait_ready(server)
         url = f"http://{HOST}:{port}"
         token = create_token(subject=SUPERUSER, secret_key=secret_key)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as admin:
@@ -145,7 +145,7 @@ def admin_server(workdir: Path, report_interval_s: float | None) -> Iterator[Set
             setup._call("PUT", f"/admin/v2/tenants/{TENANT}", {})
             yield setup
     finally:
-        _stop(server)
+        stop(server)
 
 
 @contextlib.contextmanager
@@ -304,7 +304,7 @@ def overhead(
     jvm_pid: int | None = getattr(getattr(gateway, "proc", None), "pid", None)
 
     def cpu_seconds() -> float | None:
-        jvm = None if jvm_pid is None else _process_tree_cpu_seconds(jvm_pid)
+        jvm = None if jvm_pid is None else process_tree_cpu_seconds(jvm_pid)
         served = server.cpu_seconds()
         return None if jvm is None or served is None else jvm + served
 

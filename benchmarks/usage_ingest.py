@@ -68,16 +68,16 @@ from sqlalchemy import make_url
 
 from app.auth import create_token, generate_secret_key
 from benchmarks._http_load import _run_loop, event_loop_name, percentile
-from benchmarks.api_throughput import (
+from benchmarks._servers import (
     HOST,
     Server,
-    _clean_env,
-    _free_port,
-    _process_tree_cpu_seconds,
-    _rgadmin,
-    _start,
-    _stop,
-    _wait_ready,
+    clean_env,
+    free_port,
+    process_tree_cpu_seconds,
+    rgadmin,
+    start,
+    stop,
+    wait_ready,
 )
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -163,7 +163,7 @@ def _database(postgres_url: str) -> Iterator[str]:
 
 def _migrate(database_url: str, env: dict[str, str], cwd: Path) -> None:
     subprocess.run(
-        [*_rgadmin(), "migrate"],
+        [*rgadmin(), "migrate"],
         cwd=cwd,
         env={**env, "RG_DATABASE_URL": database_url},
         check=True,
@@ -240,7 +240,7 @@ class DatabaseCpu:
         ).fetchall()
         seconds: dict[int, float] = {}
         for (pid,) in rows:
-            cpu = _process_tree_cpu_seconds(pid)
+            cpu = process_tree_cpu_seconds(pid)
             if cpu is not None:
                 seconds[pid] = cpu
         return seconds
@@ -280,11 +280,11 @@ class Meter:
 
 
 def _start_server(workdir: Path, name: str, env: dict[str, str]) -> Server:
-    port = _free_port()
+    port = free_port()
     server = Server(
         name=name,
         command=[
-            *_rgadmin(),
+            *rgadmin(),
             *("serve", "--host", HOST, "--port", str(port), "--workers", "1", "--no-access-log"),
         ],
         cwd=workdir,
@@ -292,11 +292,11 @@ def _start_server(workdir: Path, name: str, env: dict[str, str]) -> Server:
         ready_path="/health",
         log=workdir / f"{name}.log",
     )
-    _start(server, env)
+    start(server, env)
     try:
-        _wait_ready(server)
+        wait_ready(server)
     except BaseException:
-        _stop(server)
+        stop(server)
         raise
     return server
 
@@ -465,7 +465,7 @@ def _broker_scale(
             _progress(f"broker-scale {kind}: {intervals[-1].meter.wall:.2f} s")
     finally:
         database.close()
-        _stop(server)
+        stop(server)
     summaries = [interval.summary() for interval in intervals]
     steady = [s for s in summaries if s["kind"] == "steady"]
     steady_wall = statistics.median(s["server_wall_seconds"] for s in steady) if steady else None
@@ -852,7 +852,7 @@ def _spark(
                 worst = middle
     finally:
         database.close()
-        _stop(server)
+        stop(server)
     return {
         "model": {
             "groups": args.spark_groups,
@@ -963,7 +963,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _database(args.postgres_url) as database_url:
             env = {
-                **_clean_env(),
+                **clean_env(),
                 "RG_DATABASE_URL": database_url,
                 "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(key).decode(),
                 "RG_SUPERUSER_ROLES": SUPERUSER,

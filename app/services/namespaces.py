@@ -88,7 +88,3 @@ def revoke(session: Session, tenant: str, name: str, role: str) -> None:
         )
     )
 
-
-def actions_of(session: Session, tenant: str, name: str, role: str) -> list[str]:
-    permission = session.get(NamespacePermission, (tenant, name, role))
-    return [] if permission is None else permission.actions

@@ -1,0 +1,144 @@
+"""Starting and stopping the servers the benchmarks measure, as real processes."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HOST = "127.0.0.1"
+READY_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass
+class Server:
+    name: str
+    command: list[str]
+    cwd: Path
+    port: int
+    ready_path: str
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def cpu_seconds(self) -> float | None:
+        return None if self.process is None else process_tree_cpu_seconds(self.process.pid)
+
+
+# processes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def clean_env() -> dict[str, str]:
+    # The README's defaults are what is measured: no RG_* setting may leak in from the caller.
+    return {name: value for name, value in os.environ.items() if not name.startswith("RG_")}
+
+
+def rgadmin() -> list[str]:
+    script = Path(sys.executable).parent / "rgadmin"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
+def start(server: Server, env: dict[str, str]) -> None:
+    with server.log.open("wb") as log:
+        # A session of its own, so stopping it stops every worker it forked.
+        server.process = subprocess.Popen(
+            server.command,
+            cwd=server.cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def stop(server: Server) -> None:
+    process = server.process
+    if process is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(STOP_TIMEOUT_SECONDS)
+    # Workers that outlived their parent, or a parent that ignored SIGTERM.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def log_tail(server: Server, lines: int = 30) -> str:
+    try:
+        text = server.log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_ready(server: Server, headers: dict[str, str] | None = None) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+    assert server.process is not None
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(
+                f"{server.name} server exited with {server.process.returncode}:\n"
+                + log_tail(server)
+            )
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            status, _ = http_request(server.port, "GET", server.ready_path, headers=headers)
+            if status == 200:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(
+        f"{server.name} server not ready in {READY_TIMEOUT_SECONDS}s:\n" + log_tail(server)
+    )
+
+
+def http_request(
+    port: int,
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection(HOST, port, timeout=10)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def process_tree_cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of ``pid`` and its descendants, from /proc (None elsewhere)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    pending = [pid]
+    try:
+        while pending:
+            current = pending.pop()
+            stat = Path(f"/proc/{current}/stat").read_text()
+            # Fields after the command name, which may itself contain spaces or parentheses.
+            fields = stat[stat.rindex(")") + 2 :].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+            for task in Path(f"/proc/{current}/task").iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    pending += [int(child) for child in (task / "children").read_text().split()]
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / ticks
