@@ -87,4 +87,3 @@ def revoke(session: Session, tenant: str, name: str, role: str) -> None:
             NamespacePermission.role == role,
         )
     )
-
