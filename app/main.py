@@ -18,6 +18,7 @@ from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker
 from app.errors import register_error_handlers
 from app.metrics import Metrics
+from app.quota.cache import ReportCache
 from app.readcache import GroupCache
 from app.request_quotas import RequestThrottle
 
@@ -47,7 +48,8 @@ def create_app(
     engine = make_engine(settings.database_url)
     app.state.settings = settings
     app.state.clock = clock
-    app.state.last_purge = 0.0
+    app.state.last_expiry = 0.0
+    app.state.report_cache = ReportCache()
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.group_cache = GroupCache.for_engine(engine)

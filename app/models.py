@@ -131,6 +131,9 @@ class QuotaReporter(Base):
     reporter_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     role: Mapped[str] = mapped_column(String(NAME_LENGTH))
     last_seen_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
+    rows_token: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    """Changed, to a new random value, whenever the reporter's usage rows are written: a
+    server process that remembers them knows them current while this has not changed."""
 
 
 class QuotaUsage(Base):
@@ -156,6 +159,9 @@ class QuotaUsage(Base):
     tenant: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     namespace: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     written_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True))
+    resource_group: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    """The group the row was last counted in: when the namespace moves, that group's
+    other reporters are told (through its marker) that a member left."""
     publish_msgs_usage: Mapped[float] = mapped_column(Double)
     publish_msgs_demand: Mapped[float] = mapped_column(Double)
     publish_msgs_allocation: Mapped[float | None] = mapped_column(Double)
@@ -168,6 +174,28 @@ class QuotaUsage(Base):
     dispatch_bytes_usage: Mapped[float] = mapped_column(Double)
     dispatch_bytes_demand: Mapped[float] = mapped_column(Double)
     dispatch_bytes_allocation: Mapped[float | None] = mapped_column(Double)
+
+
+class QuotaGroup(Base):
+    """A group's change marker for quota sharing: a new random value whenever something the
+    allocator reads for the group changes (a reporter's figures or allocation, a reporter
+    gone). A reporter whose group's marker is the one it last planned under needs no new
+    plan: the inputs are the same, so the allocator's answer is too."""
+
+    __tablename__ = "quota_groups"
+
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    marker: Mapped[int] = mapped_column(BigInteger)
+
+
+class AdminGeneration(Base):
+    """One row whose token changes, by database triggers, on every write to groups, tenants
+    and namespaces: server processes cache which group each namespace is in while it holds."""
+
+    __tablename__ = "admin_generation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    token: Mapped[int] = mapped_column(BigInteger)
 
 
 class RequestQuota(Base):

@@ -13,7 +13,9 @@ Virtual time, no sleeping. Every reporter is a worker process as rgspark runs it
 10 ms of work, and the real demand estimator (its window an eighth of an interval). A worker
 consumes at most its demand: unthrottled it works through its demand without pause;
 throttled it waits what `Limiter.charge` says before its next slice. The server side runs
-the algorithm on the reports fresh at that moment and answers the reporting reporter only:
+the algorithm on the reports fresh at that moment, as the store holds them (a reporter's
+usage and demand are recorded anew only when one moved by 5% or more: the allocator's "Held
+figures"), and answers the reporting reporter only:
 
 - ``project``: `app.quota.allocator.plan`: the grant, and when to report next.
 - ``pulsar``: Pulsar's calculator, quota x own usage / total usage; the full quota when its
@@ -70,7 +72,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from app.quota.allocator import BURST_S, Report, plan
+from app.quota.allocator import BURST_S, Report, moved, plan
 from app.quota.fair import max_min_fair
 
 try:
@@ -292,8 +294,12 @@ class Simulation:
         w.reported_at, w.reported_demand = self.now, sample.demand
         w.reports += 1
         usage = sample.used / sample.elapsed_s if sample.elapsed_s > 0 else 0.0
+        demand = sample.demand
+        stored = self.reports.get(w.member.id)
+        if stored is not None and not (moved(stored.usage, usage) or moved(stored.demand, demand)):
+            usage, demand = stored.usage, stored.demand  # held, as the store holds them
         current = w.rate if w.bucket is not None else None
-        report = Report(w.member.id, usage, sample.demand, current)
+        report = Report(w.member.id, usage, demand, current)
         self.reports[w.member.id] = report
         rate, after_s = self.answer(
             self.quota, list(self.reports.values()), w.member.id, self.scenario.interval_s

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path, Request, Response
 
 from app.api import deps
 from app.api.security import principal_of
@@ -26,19 +26,20 @@ ReporterId = Annotated[
 _ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
 
 
-@router.post("/reporters/{reporterId}/reports", responses=_ERRORS)
-async def report_usage(request: Request, reporterId: ReporterId, body: UsageReport) -> ReportResult:
+@router.post("/reporters/{reporterId}/reports", response_model=ReportResult, responses=_ERRORS)
+async def report_usage(request: Request, reporterId: ReporterId, body: UsageReport) -> Response:
     """Report usage and demand per namespace; get back each namespace's limits and allocations."""
     principal = principal_of(request)
     state = request.app.state
     now = state.clock()
     interval_s = state.settings.report_interval_seconds
-    # Purging is cheap but needless on every report; once per interval per process is plenty.
-    purge = now - state.last_purge >= interval_s
-    if purge:
-        state.last_purge = now
+    # Looking for silent reporters is cheap but needless on every report: once per interval
+    # per process is plenty.
+    expire = now - state.last_expiry >= interval_s
+    if expire:
+        state.last_expiry = now
 
-    def work(session: deps.Session) -> ReportResult:
+    def work(session: deps.Session) -> bytes:
         result = store.submit(
             session,
             principal=principal,
@@ -46,20 +47,23 @@ async def report_usage(request: Request, reporterId: ReporterId, body: UsageRepo
             report=body,
             now=now,
             interval_s=interval_s,
+            cache=state.report_cache,
             observe=state.metrics.groups.record,
         )
-        if purge:
-            store.purge(session, datetime.fromtimestamp(now, UTC), interval_s)
+        if expire:
+            store.expire(session, datetime.fromtimestamp(now, UTC), interval_s, state.report_cache)
         return result
 
-    return await deps.write(request, work)
+    # Already JSON (`store.submit` keeps the parts of steady answers serialized).
+    return Response(await deps.write(request, work), media_type="application/json")
 
 
 @router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)
 async def release_reporter(request: Request, reporterId: ReporterId) -> None:
     """Release a reporter's shares at once, as a worker does when it exits."""
     principal = principal_of(request)
-    await deps.write(request, lambda session: store.release(session, principal, reporterId))
+    cache = request.app.state.report_cache
+    await deps.write(request, lambda session: store.release(session, principal, reporterId, cache))
 
 
 @router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)
@@ -71,7 +75,7 @@ async def get_policy(
     key = (tenant, namespace)
 
     def work(session: deps.Session) -> NamespacePolicy:
-        effective = store.effective_groups(session, [key])[key]
+        effective = store.effective_groups(session, [key], request.app.state.report_cache)[key]
         store.authorize_reporting(session, principal, [key])
         return NamespacePolicy(
             resourceGroup=effective.group,

@@ -42,6 +42,14 @@ force ``a_i`` (0 before its first):
    transients, so the extra reports are few: 5-15% more than one per interval in the
    simulator's scenarios.
 
+**Held figures.** The allocator is given each reporter's demand as last *recorded*, and a
+new figure is recorded only when it moved by `SIGNIFICANT_CHANGE` (5%) or more (`moved`).
+Measured demand always jitters a little; were every jitter fed in, every plan would move
+every allocation a little, every report would rewrite its rows, and no answer could be
+reused. Held, a steady group's inputs stay the same from one report to the next, and so do
+its grants: `plan` is a function of its inputs alone. A 5% error in a demand moves a fair
+share by less than 5%, well inside what the shares must meet.
+
 A demand of `UNKNOWN` (1e18, the most a report carries) or more, or `math.inf`, is unknown:
 what a reporter says before it has measured anything. It counts as unbounded, so that the
 reporter is owed an equal share until its next report, soon after, says what it really
@@ -73,6 +81,7 @@ WAITING = 0.95  # a grant below this fraction of the fair share waits for headro
 EARLY_REPORT = 0.125  # of an interval: when a waiting reporter should report again
 BURST_S = 0.1  # seconds of its rate that a reporter's bucket holds
 UNKNOWN = 1e18  # a demand this high is not known yet
+SIGNIFICANT_CHANGE = 0.05  # smaller moves in a figure are not news: see "Held figures"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +163,11 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
 def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:
     """Each reporter's allocated rate; `plan` says how, and what else to tell the reporter."""
     return {reporter: grant.rate for reporter, grant in plan(quota, reports).items()}
+
+
+def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) -> bool:
+    """Whether a figure moved by more than ``tolerance`` of itself (rates under 1 count as 1)."""
+    return abs(after - before) > tolerance * max(abs(before), abs(after), 1.0)
 
 
 def _check(reports: Sequence[Report]) -> None:

@@ -1,58 +1,47 @@
 """Usage reports in the SQL store, so that every server process sees every reporter.
 
-One report is a handful of statements whatever its size: resolve the namespaces' effective
-groups together with the reporter's stored rows, mark the reporter alive, read the fresh
-figures of every other reporter in those groups, run the allocator per group and dimension,
-and write back only the rows that changed.
+A report resolves its namespaces' effective groups, marks its reporter alive, records the
+figures that moved, plans the groups whose inputs changed, and answers with every
+namespace's grants. In a steady state that is a few small statements whatever the report's
+size: the process remembers the rest (`app.quota.cache` says what, and how it knows it still
+holds), and only what changed is read, planned or written.
 
-A report may carry thousands of namespaces (PIP-82's brokers each serve 5,000, each shared
-with 4 other brokers), so nothing here costs more than a few microseconds per namespace
-and member row: Core selects of just the columns needed (no ORM objects), keys passed to
-PostgreSQL as two arrays rather than thousands of parameters, members grouped by group
-once, dimensions a group does not limit skipped, one executemany upsert for the rows due.
+What the allocator reads for a group are the stored rows of its live reporters. A row is
+rewritten when a figure moved by 5% or more (the allocator then sees the new figures), when
+its allocation changed, and at least every `REFRESH_INTERVALS` intervals so that it stays
+fresh (without new figures: held figures stay what every plan saw). Whenever one of the
+allocator's inputs changes (a row's figures or allocation, a reporter gone, a namespace
+moved to another group) the group's marker changes, and each reporter plans the group again
+at its next report; until then it keeps its grants, which the same inputs would give again.
 """
 
 from __future__ import annotations
 
-import functools
+import json
+import secrets
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from sqlalchemy import (
-    BindParameter,
-    ColumnElement,
-    Connection,
-    String,
-    and_,
-    any_,
-    bindparam,
-    delete,
-    func,
-    not_,
-    select,
-    tuple_,
-    union_all,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, event, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.access import Principal
 from app.errors import Forbidden, NotFound
 from app.metrics import GroupTotals
-from app.models import (
-    DIMENSIONS,
-    RATE_COLUMNS,
-    Namespace,
-    NamespacePermission,
-    QuotaReporter,
-    QuotaUsage,
-    ResourceGroup,
-    Tenant,
+from app.models import DIMENSIONS, NamespacePermission, Tenant
+from app.quota.allocator import (
+    EARLY_REPORT,
+    SIGNIFICANT_CHANGE,
+    UNKNOWN,
+    Grant,
+    Report,
+    moved,
+    plan,
 )
-from app.quota.allocator import UNKNOWN, Grant, Report, plan
+from app.quota.cache import Plan, ReportCache, ReporterState, Row
+from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
@@ -61,262 +50,69 @@ from app.quota.schemas import (
     ReportResult,
     UsageReport,
 )
+from app.quota.statements import (
+    ALLOCATION,
+    DEMAND,
+    FIGURE_COLUMNS,
+    USAGE,
+    Figures,
+    statements,
+    statements_for,
+)
 from app.schemas import ResourceGroupRead
 
-# The group's configured rate that each dimension is held to.
-RATE_COLUMN = {
-    "publish_msgs": "publish_rate_in_msgs",
-    "publish_bytes": "publish_rate_in_bytes",
-    "dispatch_msgs": "dispatch_rate_in_msgs",
-    "dispatch_bytes": "dispatch_rate_in_bytes",
-}
-JSON_NAME = dict(zip(DIMENSIONS, DIMENSION_NAMES, strict=True))
+__all__ = [
+    "Effective",
+    "authorize_reporting",
+    "effective_groups",
+    "expire",
+    "limits_of",
+    "parse_namespace",
+    "release",
+    "submit",
+]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
 SILENT_INTERVALS = 3  # a reporter not heard from for this long is gone
 REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing moved
-SIGNIFICANT_CHANGE = 0.05  # smaller moves in usage or demand need not be rewritten
-ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_due`
-PURGE_INTERVALS = 10  # rows older than this are deleted
+ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_settle`
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
+_UNLIMITED_GRANTS: tuple[Grant | None, ...] = (None,) * len(DIMENSIONS)
 
-NamespaceKey = tuple[str, str]
-
-#: One reporter's figures for one namespace, flat, in the order of these ``quota_usage``
-#: columns: usage, demand and allocation of each dimension in turn. Tuples rather than
-#: objects, because a report handles tens of thousands of them.
-FIGURE_COLUMNS = tuple(
-    f"{dim}_{part}" for dim in DIMENSIONS for part in ("usage", "demand", "allocation")
-)
-Figures = tuple[Any, ...]
-USAGE, DEMAND, ALLOCATION = 0, 1, 2
-_FIGURES = [getattr(QuotaUsage, column) for column in FIGURE_COLUMNS]
-_RATES = [getattr(ResourceGroup, column) for column in RATE_COLUMNS]
-_QUOTA_INDEX = [RATE_COLUMNS.index(RATE_COLUMN[dim]) for dim in DIMENSIONS]
+Observer = Callable[[str, int, list[GroupTotals]], None]
 
 
-@dataclass(frozen=True, slots=True)
-class Effective:
-    """A namespace's effective group, its configured rates, and what they hold each dimension to."""
-
-    group: str | None
-    limits: ResourceGroupRead | None
-    quotas: tuple[float | None, ...] = (None,) * len(DIMENSIONS)
-    """Per dimension, in `DIMENSIONS` order: the rate, or None when unlimited (-1 or 0)."""
-    limited: bool = False
-    """Whether any dimension is limited."""
-
-    def quota(self, dim: str) -> float | None:
-        """The group's rate for a dimension, or None when it is unlimited (-1 or 0)."""
-        return self.quotas[DIMENSIONS.index(dim)]
+def _new_token() -> int:
+    return secrets.randbits(63)
 
 
-_NO_GROUP = Effective(None, None)
-
-
-_LIMIT_FIELDS = tuple(ResourceGroupRead.model_fields)
-
-
-class _Groups:
-    """`Effective` values from query rows, one per group: namespaces share them, and groups
-    with the same rates share their limits."""
-
-    def __init__(self) -> None:
-        self.seen: dict[str, Effective] = {}
-        self.limits: dict[tuple[int, ...], tuple[ResourceGroupRead, tuple[float | None, ...]]] = {}
-
-    def of(self, group: str | None, rates: Sequence[Any]) -> Effective:
-        if group is None:
-            return _NO_GROUP
-        effective = self.seen.get(group)
-        if effective is None:
-            effective = self.seen[group] = self._effective(group, tuple(rates))
-        return effective
-
-    def _effective(self, group: str, rates: tuple[Any, ...]) -> Effective:
-        if rates[0] is None:  # the attachment names a group that is not there
-            return Effective(group, None)
-        known = self.limits.get(rates)
-        if known is None:
-            # Straight from the database's integer columns: nothing to validate.
-            limits = ResourceGroupRead.model_construct(
-                **dict(zip(_LIMIT_FIELDS, rates, strict=True))
-            )
-            quotas = tuple(
-                float(rate) if (rate := rates[index]) > 0 else None for index in _QUOTA_INDEX
-            )
-            known = self.limits[rates] = (limits, quotas)
-        limits, quotas = known
-        return Effective(group, limits, quotas, any(quota is not None for quota in quotas))
-
-
-def parse_namespace(ref: str) -> NamespaceKey:
-    tenant, _, namespace = ref.partition("/")
-    return tenant, namespace
-
-
-class _Sql:
-    """The statements of a report, built once per dialect with named parameters.
-
-    Built once, a statement is also compiled once (SQLAlchemy caches the compiled form by
-    its structure), which matters to the many small reports of Spark workers: building
-    and compiling them afresh cost more than running them. On PostgreSQL a set of keys is
-    two array parameters however many there are; SQLite gets one parameter per value.
-    """
-
-    def __init__(self, dialect: str) -> None:
-        self.postgresql = dialect == "postgresql"
-        reporter: BindParameter[str] = bindparam("reporter_id")
-        group = func.coalesce(Namespace.resource_group, Tenant.resource_group)
-        namespaces = select(Namespace.tenant, Namespace.name, group, *_RATES)
-        if self.postgresql:
-            # Joined from the keys rather than filtered by them: PostgreSQL then looks each
-            # namespace and group up by its key, where a filter had it merge-join every group.
-            keys = self._pairs()
-            namespaces = namespaces.select_from(keys).join(
-                Namespace, (Namespace.tenant == keys.c.tenant) & (Namespace.name == keys.c.name)
-            )
-        else:
-            namespaces = namespaces.where(self._keys_in(Namespace.tenant, Namespace.name))
-        namespaces = namespaces.join(Tenant, Tenant.name == Namespace.tenant).outerjoin(
-            ResourceGroup, ResourceGroup.name == group
-        )
-        #: (tenant, name, effective group, its six rates)
-        self.namespaces = namespaces
-        stored = select(func.count()).where(QuotaUsage.reporter_id == reporter)
-        #: The same, then how many rows the reporter has in all, then its stored row.
-        self.own = namespaces.add_columns(
-            stored.scalar_subquery(), QuotaUsage.written_at, *_FIGURES
-        ).outerjoin(
-            QuotaUsage,
-            and_(
-                QuotaUsage.reporter_id == reporter,
-                QuotaUsage.tenant == Namespace.tenant,
-                QuotaUsage.namespace == Namespace.name,
-            ),
-        )
-        self.owner = select(QuotaReporter.role).where(QuotaReporter.reporter_id == reporter)
-        reporters = self._insert(QuotaReporter.__table__)
-        # The owner comes back: the role that first used the id, or this one if it is new.
-        self.claim = (
-            reporters.values(
-                reporter_id=reporter, role=bindparam("role"), last_seen_at=bindparam("now")
-            )
-            .on_conflict_do_update(
-                index_elements=["reporter_id"],
-                set_={"last_seen_at": reporters.excluded.last_seen_at},
-            )
-            .returning(QuotaReporter.role)
-        )
-        # A namespace is in a group by its own attachment, or by its tenant's when it has
-        # none; as two selects each can use its index, which the COALESCE of both could not.
-        attached = select(
-            Namespace.tenant, Namespace.name, Namespace.resource_group.label("grp")
-        ).where(self._among(Namespace.resource_group, "groups"))
-        inherited = (
-            select(Namespace.tenant, Namespace.name, Tenant.resource_group.label("grp"))
-            .join(Tenant, Tenant.name == Namespace.tenant)
-            .where(Namespace.resource_group.is_(None))
-            .where(self._among(Tenant.resource_group, "groups"))
-        )
-        members = union_all(attached, inherited).subquery()
-        #: (group, reporter, tenant, namespace, *figures) of the other reporters' fresh rows
-        self.peers = (
-            select(
-                members.c.grp,
-                QuotaUsage.reporter_id,
-                QuotaUsage.tenant,
-                QuotaUsage.namespace,
-                *_FIGURES,
-            )
-            .join(
-                QuotaUsage,
-                (QuotaUsage.tenant == members.c.tenant) & (QuotaUsage.namespace == members.c.name),
-            )
-            .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
-            .where(QuotaUsage.reporter_id != reporter)
-            .where(QuotaReporter.last_seen_at > bindparam("alive_after"))
-            .where(QuotaUsage.written_at > bindparam("fresh_after"))
-        )
-        # The table, not the mapped class: a Core executemany, without the ORM's bulk work.
-        usage = self._insert(QuotaUsage.__table__)
-        self.upsert = usage.on_conflict_do_update(
-            index_elements=["reporter_id", "tenant", "namespace"],
-            set_={column: usage.excluded[column] for column in ("written_at", *FIGURE_COLUMNS)},
-        )
-        self.drop_others = (
-            delete(QuotaUsage)
-            .where(QuotaUsage.reporter_id == reporter)
-            .where(not_(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace)))
-        )
-
-    def _insert(self, table: Any) -> Any:
-        return postgresql.insert(table) if self.postgresql else sqlite.insert(table)
-
-    def _among(self, column: Any, name: str) -> ColumnElement[bool]:
-        if self.postgresql:
-            condition: ColumnElement[bool] = column == any_(
-                bindparam(name, type_=postgresql.ARRAY(String))
-            )
-            return condition
-        return column.in_(bindparam(name, expanding=True))  # type: ignore[no-any-return]
-
-    def _pairs(self) -> Any:
-        """On PostgreSQL, the keys as a table of (tenant, name)."""
-        return (
-            func.unnest(
-                bindparam("tenants", type_=postgresql.ARRAY(String)),
-                bindparam("names", type_=postgresql.ARRAY(String)),
-            )
-            .table_valued("tenant", "name")
-            .render_derived()
-        )
-
-    def _keys_in(self, tenant: Any, name: Any) -> ColumnElement[bool]:
-        if self.postgresql:
-            pairs = self._pairs()
-            return tuple_(tenant, name).in_(select(pairs.c.tenant, pairs.c.name))
-        return tuple_(tenant, name).in_(bindparam("keys", expanding=True))
-
-    def keys(self, keys: Sequence[NamespaceKey]) -> dict[str, Any]:
-        """The parameters that `_keys_in` takes."""
-        if self.postgresql:
-            return {"tenants": [key[0] for key in keys], "names": [key[1] for key in keys]}
-        return {"keys": list(keys)}
-
-    def groups(self, groups: Sequence[str]) -> dict[str, Any]:
-        return {"groups": list(groups)}
-
-
-@functools.cache
-def _statements(dialect: str) -> _Sql:
-    return _Sql(dialect)
-
-
-def _sql(session: Session) -> tuple[Connection, _Sql]:
-    """The session's connection (plain rows, not the ORM's result machinery) and statements."""
-    connection = session.connection()
-    return connection, _statements(connection.dialect.name)
-
-
-def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Any]) -> None:
+def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Effective]) -> None:
     for key in keys:
         if key not in found:
             raise NotFound(f"Namespace does not exist: {key[0]}/{key[1]}")
 
 
 def effective_groups(
-    session: Session, keys: Iterable[NamespaceKey]
+    session: Session, keys: Iterable[NamespaceKey], cache: ReportCache | None = None
 ) -> dict[NamespaceKey, Effective]:
     """Each namespace's effective group and its limits; NotFound names a missing namespace."""
     keys = list(keys)
-    connection, sql = _sql(session)
-    groups = _Groups()
-    found = {
-        (row[0], row[1]): groups.of(row[2], row[3:])
-        for row in connection.execute(sql.namespaces, sql.keys(keys))
-    }
-    _missing(keys, found)
+    connection, sql = statements(session)
+    # The generation is read first: a write committed after it can only make the cache
+    # forget too early, never keep what it changed.
+    generation = None if cache is None else connection.execute(sql.generation).scalar()
+    found = {} if cache is None else cache.effective(generation, keys)
+    unknown = [key for key in keys if key not in found] if found else keys
+    if unknown:
+        rows = EffectiveRows()
+        read = {
+            (row[0], row[1]): rows.of(row[2], row[3:])
+            for row in connection.execute(sql.namespaces, sql.keys(unknown))
+        }
+        _missing(unknown, read)
+        if cache is not None:
+            cache.remember_effective(generation, read)
+        found.update(read)
     return found
 
 
@@ -356,31 +152,43 @@ def authorize_reporting(
 
 def claim_reporter(
     session: Session, principal: Principal, reporter_id: str, now: datetime, *, alive: bool
-) -> None:
-    """The reporter belongs to the role that first reported with it; mark it alive."""
-    connection, sql = _sql(session)
+) -> int | None:
+    """The reporter belongs to the role that first reported with it; mark it alive.
+
+    Returns the token of its rows, None if it has none.
+    """
+    connection, sql = statements(session)
     if alive:
         # One statement: marked alive, and the owner returned. Refused, the transaction
         # rolls back, and the mark with it.
-        owner = connection.execute(
-            sql.claim, {"reporter_id": reporter_id, "role": principal.role, "now": now}
-        ).scalar_one()
+        owner, token = connection.execute(
+            sql.claim,
+            {"reporter_id": reporter_id, "role": principal.role, "now": now, "token": _new_token()},
+        ).one()
     else:
-        owner = connection.execute(sql.owner, {"reporter_id": reporter_id}).scalar()
+        found = connection.execute(sql.owner, {"reporter_id": reporter_id}).one_or_none()
+        owner, token = (None, None) if found is None else found
     if owner is not None and owner != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
+    return token  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)
-class _Own:
+class _Entry:
     """One namespace of the report being handled."""
 
+    key: NamespaceKey
     ref: str
     effective: Effective
+    row: Row | None
+    """As stored before this report."""
     figures: Figures
-    """As reported, with the allocations in force (the stored ones) in place."""
-    stored: Figures | None
-    written_at: datetime | None
+    """What the row holds after this report: the reported figures if they moved, else the
+    stored ones; allocations as in force, then as granted."""
+    changed: bool
+    """Whether something the allocator reads for its group changes with this report."""
+    write: bool
+    """Whether the row is written (if the report is accepted)."""
 
 
 def submit(
@@ -391,73 +199,97 @@ def submit(
     report: UsageReport,
     now: float,
     interval_s: float,
+    cache: ReportCache,
     observe: Observer | None = None,
-) -> ReportResult:
-    """Store a report (unless it is too old) and answer with the reporter's allocations.
+) -> bytes:
+    """Store a report (unless it is too old) and answer with the reporter's allocations:
+    the JSON of a `ReportResult`.
 
     `observe` receives each limited group's totals as this report saw them (for metrics).
     """
     refs = {parse_namespace(ref): ref for ref in report.namespaces}
-    keys = list(refs)
-    covered_s = report.intervalMs / 1000
-    connection, sql = _sql(session)
+    connection, sql = statements(session)
     if sql.postgresql:
         # Usage rows are soft state, rewritten every few intervals and stale after three:
         # a crash may lose the last moments of them, so a report need not wait for its
         # commit to reach the disk, which costs a Spark worker's report more than its work.
         connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-    groups = _Groups()
-    own: dict[NamespaceKey, _Own] = {}
-    # None: not known, as there were no namespaces to ask with.
-    rows_stored: int | None = None
-    for row in connection.execute(sql.own, {"reporter_id": reporter_id, **sql.keys(keys)}):
-        key = (row[0], row[1])
-        rows_stored = row[9]
-        stored = None if row[10] is None else tuple(row[11:])
-        ref = refs[key]
-        own[key] = _Own(
-            ref=ref,
-            effective=groups.of(row[2], row[3:9]),
-            figures=_reported(report.namespaces[ref], covered_s, stored),
-            stored=stored,
-            written_at=row[10],
-        )
-    _missing(keys, own)
-    authorize_reporting(session, principal, keys)
+    effective = effective_groups(session, refs, cache)
+    authorize_reporting(session, principal, refs)
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)
-    claim_reporter(session, principal, reporter_id, moment, alive=accepted)
+    token = claim_reporter(session, principal, reporter_id, moment, alive=accepted)
 
-    grants = _allocate(session, own, reporter_id, moment, interval_s, observe)
+    known = cache.reporter(reporter_id, token)
+    rows = known.rows if known is not None else _stored_rows(connection, reporter_id)
+    state = ReporterState(
+        token=token or 0,
+        rows=rows,
+        plans=dict(known.plans) if known is not None else {},
+        answers=dict(known.answers) if known is not None else {},
+    )
+    refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 1) * interval_s)
+    covered_s = report.intervalMs / 1000
+    entries = [
+        _entry(key, ref, effective[key], rows.get(key), report.namespaces[ref], covered_s)
+        for key, ref in refs.items()
+    ]
+    for entry in entries:
+        if not entry.write and entry.row is not None and entry.row.written_at <= refresh_by:
+            entry.write = True  # due its refresh: same figures, a new time
+    groups: dict[str, list[_Entry]] = defaultdict(list)
+    for entry in entries:
+        if entry.effective.group is not None and entry.effective.limited:
+            groups[entry.effective.group].append(entry)
+    replanned = _plan(connection, state.plans, reporter_id, groups, moment, interval_s)
+    _settle(entries, state.plans, replanned)
+
     if accepted:
-        _write(session, reporter_id, own, rows_stored, grants, moment, interval_s)
-    # A reporter still settling into its share reports again sooner than the interval.
-    next_report_s = min(
-        (
-            grant.report_after(interval_s)
-            for dims in grants.values()
-            for grant in dims
-            if grant is not None
-        ),
-        default=interval_s,
-    )
-    # Built without validation: every value is already a float, an int or a stored group.
-    answer = NamespaceAllocation.model_construct
-    return ReportResult.model_construct(
-        accepted=accepted,
-        reportIntervalMs=max(1, round(next_report_s * 1000)),
-        namespaces={
-            entry.ref: answer(
-                resourceGroup=entry.effective.group,
-                limits=entry.effective.limits,
-                allocations={
-                    name: UNLIMITED if grant is None else grant.rate
-                    for name, grant in zip(DIMENSION_NAMES, grants[key], strict=True)
-                },
-            )
-            for key, entry in own.items()
-        },
-    )
+        dropped = [key for key in rows if key not in refs]
+        if _write(connection, reporter_id, entries, [(key, rows[key]) for key in dropped], moment):
+            state.token = _new_token()
+            connection.execute(sql.retoken, {"reporter": reporter_id, "token": state.token})
+            state.rows = {
+                entry.key: Row(entry.figures, moment, entry.effective.group)
+                if entry.write
+                else rows[entry.key]
+                for entry in entries
+            }
+    answer = _answer(state, entries, accepted, interval_s)
+    if accepted and token is not None:
+        # Remembered once committed: a rolled-back report must not be taken for stored.
+        event.listen(
+            session, "after_commit", lambda _: cache.remember(reporter_id, state), once=True
+        )
+    if observe is not None:
+        for group in groups:
+            observe(group, *state.plans[group].totals)
+    return answer
+
+
+def _stored_rows(connection: Connection, reporter_id: str) -> dict[NamespaceKey, Row]:
+    sql = statements_for(connection)
+    return {
+        (row[0], row[1]): Row(tuple(row[4:]), _aware(row[2]), row[3])
+        for row in connection.execute(sql.rows, {"reporter_id": reporter_id})
+    }
+
+
+def _entry(
+    key: NamespaceKey,
+    ref: str,
+    effective: Effective,
+    row: Row | None,
+    usage: NamespaceUsage,
+    covered_s: float,
+) -> _Entry:
+    reported = _reported(usage, covered_s, None if row is None else row.figures)
+    if row is None or _figures_moved(row.figures, reported):
+        return _Entry(key, ref, effective, row, reported, changed=True, write=True)
+    # Held: the allocator goes on seeing what it saw. A move to another group changes
+    # both groups' members.
+    moved_group = row.group != effective.group
+    return _Entry(key, ref, effective, row, row.figures, changed=moved_group, write=moved_group)
 
 
 def _reported(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
@@ -471,12 +303,26 @@ def _reported(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -
         usage.get("dispatchBytes"),
     )
     for index, reported in enumerate(dims):
+        allocation = None if stored is None else stored[3 * index + ALLOCATION]
         if reported is None:
-            figures += (0.0, 0.0)
+            figures += (0.0, 0.0, allocation)
         else:
-            figures += (reported["used"] / covered_s, reported["demand"])
-        figures.append(None if stored is None else stored[3 * index + ALLOCATION])
+            figures += (reported["used"] / covered_s, reported["demand"], allocation)
     return tuple(figures)
+
+
+# The usage and demand columns of `Figures`.
+_HELD = tuple(3 * index + part for index in range(len(DIMENSIONS)) for part in (USAGE, DEMAND))
+
+
+def _figures_moved(old: Figures, new: Figures) -> bool:
+    """Whether a usage or a demand moved enough to be recorded: `moved`, inlined, as this
+    runs for every namespace of every report."""
+    for index in _HELD:
+        before, after = old[index], new[index]
+        if abs(after - before) > SIGNIFICANT_CHANGE * max(abs(before), abs(after), 1.0):
+            return True
+    return False
 
 
 def unit_id(reporter_id: str, key: NamespaceKey) -> str:
@@ -484,37 +330,55 @@ def unit_id(reporter_id: str, key: NamespaceKey) -> str:
     return f"{reporter_id}@{key[0]}/{key[1]}"
 
 
-def _allocate(
-    session: Session,
-    own: dict[NamespaceKey, _Own],
+def _plan(
+    connection: Connection,
+    plans: dict[str, Plan],
     reporter_id: str,
+    groups: dict[str, list[_Entry]],
     now: datetime,
     interval_s: float,
-    observe: Observer | None,
-) -> dict[NamespaceKey, list[Grant | None]]:
-    """The reporter's grant per namespace and dimension; None where its group sets no limit."""
-    granted: dict[NamespaceKey, list[Grant | None]] = {key: [None] * len(DIMENSIONS) for key in own}
-    # The reporter's own namespaces by limited group: a group is planned once, for all of them.
-    mine: dict[str, list[tuple[str, _Own, list[Grant | None]]]] = defaultdict(list)
-    for key, entry in own.items():
-        effective = entry.effective
-        if effective.group is not None and effective.limited:
-            mine[effective.group].append((unit_id(reporter_id, key), entry, granted[key]))
-    if not mine:
-        return granted
+) -> set[str]:
+    """Plan again each group whose inputs changed since the reporter's last plan of it;
+    returns those groups."""
+    for group in [group for group in plans if group not in groups]:
+        del plans[group]
+    if not groups:
+        return set()
+    sql = statements_for(connection)
+    # Read before the peers: a change committed in between makes the next report plan
+    # again, never one too few.
+    markers: dict[str, int] = {
+        row[0]: row[1] for row in connection.execute(sql.markers, {"groups": list(groups)})
+    }
+    stale: list[str] = []
+    for group, entries in groups.items():
+        known = plans.get(group)
+        if (
+            known is None
+            or known.marker != markers.get(group, 0)
+            or known.quotas != entries[0].effective.quotas
+            or any(entry.changed for entry in entries)
+            or len(known.grants) != len(entries)
+            or any(entry.key not in known.grants for entry in entries)
+        ):
+            stale.append(group)
+    if not stale:
+        return set()
     peers: dict[str, list[tuple[str, Figures]]] = defaultdict(list)
-    connection, sql = _sql(session)
     parameters = {
         "reporter_id": reporter_id,
         "alive_after": now - timedelta(seconds=SILENT_INTERVALS * interval_s),
         "fresh_after": now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s),
-        **sql.groups(list(mine)),
+        "groups": stale,
     }
     for row in connection.execute(sql.peers, parameters):
         peers[row[0]].append((f"{row[1]}@{row[2]}/{row[3]}", row[4:]))
-    for group, units in mine.items():
-        quotas = units[0][1].effective.quotas
+    for group in stale:
+        entries = groups[group]
+        quotas = entries[0].effective.quotas
         members = peers.get(group, [])
+        units = [unit_id(reporter_id, entry.key) for entry in entries]
+        grants: list[list[Grant | None]] = [[None] * len(DIMENSIONS) for _ in entries]
         for index, quota in enumerate(quotas):
             if quota is None:
                 continue
@@ -522,33 +386,34 @@ def _allocate(
             reports = [Report(unit, f[usage], f[demand], f[allocation]) for unit, f in members]
             reports += [
                 Report(unit, e.figures[usage], e.figures[demand], e.figures[allocation])
-                for unit, e, _ in units
+                for unit, e in zip(units, entries, strict=True)
             ]
             shares = plan(quota, reports)
-            for unit, _, grants in units:
-                grants[index] = shares[unit]
-        if observe is not None:
-            observe(group, *_totals(quotas, members, units))
-    return granted
-
-
-Observer = Callable[[str, int, list[GroupTotals]], None]
+            for unit, granted in zip(units, grants, strict=True):
+                granted[index] = shares[unit]
+        plans[group] = Plan(
+            marker=markers.get(group, 0),
+            quotas=quotas,
+            grants={entry.key: tuple(g) for entry, g in zip(entries, grants, strict=True)},
+            early=any(grant.early for g in grants for grant in g if grant is not None),
+            totals=_totals(quotas, members, entries, grants),
+        )
+    return set(stale)
 
 
 def _totals(
     quotas: Sequence[float | None],
     members: list[tuple[str, Figures]],
-    units: list[tuple[str, _Own, list[Grant | None]]],
+    entries: list[_Entry],
+    grants: list[list[Grant | None]],
 ) -> tuple[int, list[GroupTotals]]:
     """A group's reporters, and per dimension its limit and the sums of usage, demand (where
     known) and allocations in force (this report's new grants included)."""
     # Column by column (a report sums this for each of up to thousands of groups): the
     # members' figures first, then the reporter's own, as the allocator saw them.
-    columns = list(zip(*[f for _, f in members], *[e.figures for _, e, _ in units], strict=True))
+    columns = list(zip(*[f for _, f in members], *[e.figures for e in entries], strict=True))
     others = list(zip(*[f for _, f in members], strict=True))
-    reporters = {unit.partition("@")[0] for unit, _ in members}
-    if units:  # all the reporter's own
-        reporters.add(units[0][0].partition("@")[0])
+    reporters = len({unit.partition("@")[0] for unit, _ in members}) + 1
     totals: list[GroupTotals] = []
     for index, (name, quota) in enumerate(zip(DIMENSION_NAMES, quotas, strict=True)):
         usage, demand, allocation = 3 * index, 3 * index + 1, 3 * index + 2
@@ -556,7 +421,7 @@ def _totals(
             in_force = -1.0
         else:
             in_force = sum(filter(None, others[allocation]), 0.0) if others else 0.0
-            in_force += sum(grant.rate for _, _, g in units if (grant := g[index]) is not None)
+            in_force += sum(grant.rate for g in grants if (grant := g[index]) is not None)
         totals.append(
             (
                 name,
@@ -566,64 +431,123 @@ def _totals(
                 in_force,
             )
         )
-    return len(reporters), totals
+    return reporters, totals
+
+
+def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) -> None:
+    """Put each namespace's granted rates in its figures; a changed allocation is written.
+
+    Allocations are what other reporters' headroom is computed from, so any real change to
+    them is recorded (and changes the group's inputs). A group not planned again has the
+    plan its rows were settled with.
+    """
+    for entry in entries:
+        group = entry.effective.group
+        if group is not None and entry.effective.limited:
+            if group not in replanned:
+                continue
+            grants = plans[group].grants[entry.key]
+        else:
+            grants = _UNLIMITED_GRANTS
+        figures = list(entry.figures)
+        for index, grant in enumerate(grants):
+            before = figures[3 * index + ALLOCATION]
+            after = None if grant is None else grant.rate
+            if (before is None) != (after is None) or (
+                before is not None and after is not None and moved(before, after, ALLOCATION_CHANGE)
+            ):
+                figures[3 * index + ALLOCATION] = after
+                entry.changed = entry.write = True
+        entry.figures = tuple(figures)
 
 
 def _write(
-    session: Session,
+    connection: Connection,
     reporter_id: str,
-    own: dict[NamespaceKey, _Own],
-    rows_stored: int | None,
-    granted: dict[NamespaceKey, list[Grant | None]],
+    entries: list[_Entry],
+    dropped: list[tuple[NamespaceKey, Row]],
     now: datetime,
-    interval_s: float,
-) -> None:
-    """Write the rows that moved (or are due a refresh); drop namespaces no longer reported."""
-    connection, sql = _sql(session)
-    refresh_by = now - timedelta(seconds=(REFRESH_INTERVALS - 1) * interval_s)
+) -> bool:
+    """Write the rows due, drop namespaces no longer reported, and change the markers of
+    the groups whose inputs changed. Returns whether any row was written or dropped."""
+    sql = statements_for(connection)
     rows = []
-    for key, entry in own.items():
-        figures = list(entry.figures)
-        for index, grant in enumerate(granted[key]):
-            figures[3 * index + ALLOCATION] = None if grant is None else grant.rate
-        if entry.stored is None or _due(entry, tuple(figures), refresh_by):
-            row = dict(zip(FIGURE_COLUMNS, figures, strict=True))
-            row.update(reporter_id=reporter_id, tenant=key[0], namespace=key[1], written_at=now)
-            rows.append(row)
+    changed: set[str] = set()
+    for entry in entries:
+        if not entry.write:
+            continue
+        group = entry.effective.group
+        row = dict(zip(FIGURE_COLUMNS, entry.figures, strict=True))
+        row.update(
+            reporter_id=reporter_id,
+            tenant=entry.key[0],
+            namespace=entry.key[1],
+            written_at=now,
+            resource_group=group,
+        )
+        rows.append(row)
+        if entry.changed:
+            for name in (group, entry.row.group if entry.row is not None else None):
+                if name is not None:
+                    changed.add(name)
     if rows:
         connection.execute(sql.upsert, rows)
-    # Rows of namespaces this reporter no longer reports: rarely any, so first counted.
-    still_reported = sum(1 for entry in own.values() if entry.stored is not None)
-    if rows_stored is None or rows_stored > still_reported:
-        connection.execute(sql.drop_others, {"reporter_id": reporter_id, **sql.keys(list(own))})
+    if dropped:
+        keys = [key for key, _ in dropped]
+        connection.execute(sql.drop, {"reporter_id": reporter_id, **sql.keys(keys)})
+        changed.update(row.group for _, row in dropped if row.group is not None)
+    _remark(connection, changed)
+    return bool(rows or dropped)
 
 
-def _due(entry: _Own, new: Figures, refresh_by: datetime) -> bool:
-    """Whether a row must be rewritten: it is due a refresh, or a figure moved noticeably.
+def _remark(connection: Connection, groups: Iterable[str]) -> None:
+    """Give the groups new markers: their reporters plan them again at their next report."""
+    # Sorted: concurrent reports lock markers in one order, so never wait on each other.
+    rows = [{"name": group, "marker": _new_token()} for group in sorted(set(groups))]
+    if rows:
+        connection.execute(statements_for(connection).remark, rows)
 
-    Allocations are what other reporters' headroom is computed from, so any real change to
-    them is written; usage and demand may drift by less than 5% unrecorded, for at most
-    ``REFRESH_INTERVALS`` intervals.
+
+def _answer(
+    state: ReporterState, entries: list[_Entry], accepted: bool, interval_s: float
+) -> bytes:
+    """The answer, as the JSON of a `ReportResult`.
+
+    Each namespace's part is serialized once and kept while its group and plan stay the
+    same: a steady broker's answer to 5,000 namespaces is then one join of kept parts.
     """
-    old = entry.stored
-    assert old is not None and entry.written_at is not None
-    if _aware(entry.written_at) <= refresh_by:
-        return True
-    for index in range(0, len(FIGURE_COLUMNS), 3):
-        if _moved(old[index + USAGE], new[index + USAGE], SIGNIFICANT_CHANGE):
-            return True
-        if _moved(old[index + DEMAND], new[index + DEMAND], SIGNIFICANT_CHANGE):
-            return True
-        before, after = old[index + ALLOCATION], new[index + ALLOCATION]
-        if (before is None) != (after is None):
-            return True
-        if before is not None and after is not None and _moved(before, after, ALLOCATION_CHANGE):
-            return True
-    return False
-
-
-def _moved(before: float, after: float, tolerance: float) -> bool:
-    return abs(after - before) > tolerance * max(abs(before), abs(after), 1.0)
+    answers = state.answers
+    early = False
+    parts: list[bytes] = []
+    for entry in entries:
+        effective = entry.effective
+        group = effective.group
+        planned = state.plans[group] if group is not None and effective.limited else None
+        early = early or (planned is not None and planned.early)
+        known = answers.get(entry.key)
+        if known is not None and known[0] is effective and known[1] is planned:
+            parts.append(known[2])
+            continue
+        grants = _UNLIMITED_GRANTS if planned is None else planned.grants[entry.key]
+        # Built without validation: every value is already a float or a stored group.
+        allocation = NamespaceAllocation.model_construct(
+            resourceGroup=group,
+            limits=effective.limits,
+            allocations={
+                name: UNLIMITED if grant is None else grant.rate
+                for name, grant in zip(DIMENSION_NAMES, grants, strict=True)
+            },
+        )
+        part = b"%s:%s" % (json.dumps(entry.ref).encode(), allocation.model_dump_json().encode())
+        answers[entry.key] = (effective, planned, part)
+        parts.append(part)
+    # A reporter still settling into its share reports again sooner than the interval.
+    next_report_s = interval_s * EARLY_REPORT if early else interval_s
+    head = ReportResult.model_construct(
+        accepted=accepted, reportIntervalMs=max(1, round(next_report_s * 1000)), namespaces={}
+    ).model_dump_json()
+    # `head` ends with the empty namespaces' "{}}": the parts go between its braces.
+    return head[:-2].encode() + b",".join(parts) + b"}}"
 
 
 def _aware(moment: datetime) -> datetime:
@@ -635,20 +559,37 @@ def limits_of(effective: Effective) -> ResourceGroupRead | None:
     return effective.limits
 
 
-def release(session: Session, principal: Principal, reporter_id: str) -> None:
+def release(
+    session: Session, principal: Principal, reporter_id: str, cache: ReportCache | None = None
+) -> None:
     """Free a reporter's shares at once (PIP-82's "report 0"), as rgspark does at exit."""
-    owner = session.scalar(
-        select(QuotaReporter.role).where(QuotaReporter.reporter_id == reporter_id)
-    )
-    if owner is None:
+    connection, sql = statements(session)
+    found = connection.execute(sql.owner, {"reporter_id": reporter_id}).one_or_none()
+    if found is None:
         raise NotFound("Reporter does not exist")
-    if owner != principal.role and not principal.is_superuser:
+    if found[0] != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
-    session.execute(delete(QuotaReporter).where(QuotaReporter.reporter_id == reporter_id))
+    _forget(connection, [reporter_id], cache)
 
 
-def purge(session: Session, now: datetime, interval_s: float) -> None:
-    """Delete reporters and rows long gone, so the tables do not grow without bound."""
-    horizon = now - timedelta(seconds=PURGE_INTERVALS * interval_s)
-    session.execute(delete(QuotaReporter).where(QuotaReporter.last_seen_at < horizon))
-    session.execute(delete(QuotaUsage).where(QuotaUsage.written_at < horizon))
+def expire(
+    session: Session, now: datetime, interval_s: float, cache: ReportCache | None = None
+) -> None:
+    """Forget reporters silent for `SILENT_INTERVALS`: their shares return to the others,
+    and their rows go with them, so the tables do not grow without bound."""
+    connection, sql = statements(session)
+    silent_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
+    silent = list(connection.execute(sql.silent, {"silent_after": silent_after}).scalars())
+    if silent:
+        _forget(connection, silent, cache)
+    connection.execute(sql.forget_markers)
+
+
+def _forget(connection: Connection, reporter_ids: list[str], cache: ReportCache | None) -> None:
+    sql = statements_for(connection)
+    parameters = {"reporters": reporter_ids}
+    groups = connection.execute(sql.groups_of_reporters, parameters).scalars()
+    _remark(connection, [group for group in groups if group is not None])
+    connection.execute(sql.forget_reporters, parameters)  # their rows go by cascade
+    if cache is not None:
+        cache.forget(reporter_ids)

@@ -1,0 +1,125 @@
+"""What one server process remembers between usage reports, and how it knows it still holds.
+
+A broker-scale reporter sends thousands of namespaces a report, and in a steady state almost
+none of them changed: same group, same figures within 5%, same plan. Reading all of that
+back from the database on every report would cost far more than the report itself, so the
+process keeps it, and checks it against three tokens in the database, each changed on every
+write to what it guards (so several processes on one database never trust stale memory):
+
+- the **admin generation**, changed by triggers on every write to groups, tenants and
+  namespaces, guards which group each namespace is in and that group's limits;
+- a reporter's **rows token**, changed whenever its usage rows are written, guards the rows;
+- a group's **marker**, changed whenever something the allocator reads for the group
+  changes, guards a plan: same inputs, same grants.
+
+What a report learns is remembered only once its transaction commits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from app.metrics import GroupTotals
+from app.quota.allocator import Grant
+from app.quota.effective import Effective, NamespaceKey, Quotas
+from app.quota.statements import Figures
+
+MAX_REPORTERS = 20_000  # reporters remembered, least recently reporting forgotten first
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A reporter's stored row for one namespace."""
+
+    figures: Figures
+    written_at: datetime
+    group: str | None
+    """The group it counts in."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One reporter's grants in one group, and what they were planned under."""
+
+    marker: int
+    quotas: Quotas
+    grants: dict[NamespaceKey, tuple[Grant | None, ...]]
+    early: bool
+    """Whether any grant asks for an early report."""
+    totals: tuple[int, list[GroupTotals]]
+    """The group's reporters and totals as the plan saw them, for the metrics."""
+
+
+@dataclass(slots=True)
+class ReporterState:
+    """What a process knows of one reporter: its rows, its plans and its last answers."""
+
+    token: int
+    rows: dict[NamespaceKey, Row]
+    plans: dict[str, Plan] = field(default_factory=dict)
+    answers: dict[NamespaceKey, tuple[Effective, Plan | None, bytes]] = field(default_factory=dict)
+    """The answer last given per namespace (its part of the answer's JSON), with the
+    effective group and plan it came from."""
+
+
+class ReportCache:
+    """A process's memory of namespaces' effective groups and of recent reporters.
+
+    Thread-safe: reports run in a thread pool. Reports of one reporter are serialized by the
+    database (they lock its row), so only the namespace map is shared between reports.
+    """
+
+    def __init__(self, max_reporters: int = MAX_REPORTERS) -> None:
+        self._lock = threading.Lock()
+        self._generation: int | None = None
+        self._effective: dict[NamespaceKey, Effective] = {}
+        self._reporters: OrderedDict[str, ReporterState] = OrderedDict()
+        self.max_reporters = max_reporters
+
+    def effective(
+        self, generation: int | None, keys: Iterable[NamespaceKey]
+    ) -> dict[NamespaceKey, Effective]:
+        """The effective groups known under ``generation`` (none when it is unknown)."""
+        if generation is None:
+            return {}
+        with self._lock:
+            if generation != self._generation:
+                self._generation = generation
+                self._effective = {}
+            known = self._effective
+        return {key: effective for key in keys if (effective := known.get(key)) is not None}
+
+    def remember_effective(
+        self, generation: int | None, found: dict[NamespaceKey, Effective]
+    ) -> None:
+        """Keep groups read after ``generation`` was: kept only while it is current."""
+        with self._lock:
+            if generation is not None and generation == self._generation:
+                self._effective.update(found)
+
+    def reporter(self, reporter_id: str, token: int | None) -> ReporterState | None:
+        """The reporter's state, if its rows are still as this process last saw them."""
+        if token is None:
+            return None
+        with self._lock:
+            state = self._reporters.get(reporter_id)
+            if state is None or state.token != token:
+                return None
+            self._reporters.move_to_end(reporter_id)
+            return state
+
+    def remember(self, reporter_id: str, state: ReporterState) -> None:
+        with self._lock:
+            self._reporters[reporter_id] = state
+            self._reporters.move_to_end(reporter_id)
+            while len(self._reporters) > self.max_reporters:
+                self._reporters.popitem(last=False)
+
+    def forget(self, reporter_ids: Iterable[str]) -> None:
+        with self._lock:
+            for reporter_id in reporter_ids:
+                self._reporters.pop(reporter_id, None)

@@ -1,0 +1,80 @@
+"""A namespace's effective group, as the reports see it: its name, limits and quotas."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.models import DIMENSIONS, RATE_COLUMNS
+from app.schemas import ResourceGroupRead
+
+# The group's configured rate that each dimension is held to.
+RATE_COLUMN = {
+    "publish_msgs": "publish_rate_in_msgs",
+    "publish_bytes": "publish_rate_in_bytes",
+    "dispatch_msgs": "dispatch_rate_in_msgs",
+    "dispatch_bytes": "dispatch_rate_in_bytes",
+}
+_QUOTA_INDEX = [RATE_COLUMNS.index(RATE_COLUMN[dim]) for dim in DIMENSIONS]
+_LIMIT_FIELDS = tuple(ResourceGroupRead.model_fields)
+
+NamespaceKey = tuple[str, str]
+Quotas = tuple[float | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Effective:
+    """A namespace's effective group, its configured rates, and what they hold each dimension to."""
+
+    group: str | None
+    limits: ResourceGroupRead | None
+    quotas: Quotas = (None,) * len(DIMENSIONS)
+    """Per dimension, in `DIMENSIONS` order: the rate, or None when unlimited (-1 or 0)."""
+    limited: bool = False
+    """Whether any dimension is limited."""
+
+    def quota(self, dim: str) -> float | None:
+        """The group's rate for a dimension, or None when it is unlimited (-1 or 0)."""
+        return self.quotas[DIMENSIONS.index(dim)]
+
+
+NO_GROUP = Effective(None, None)
+
+
+class EffectiveRows:
+    """`Effective` values from query rows (a group name, then its six rates), one per group:
+    namespaces share them, and groups with the same rates share their limits."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, Effective] = {}
+        self.limits: dict[tuple[int, ...], tuple[ResourceGroupRead, Quotas]] = {}
+
+    def of(self, group: str | None, rates: Sequence[Any]) -> Effective:
+        if group is None:
+            return NO_GROUP
+        effective = self.seen.get(group)
+        if effective is None:
+            effective = self.seen[group] = self._effective(group, tuple(rates))
+        return effective
+
+    def _effective(self, group: str, rates: tuple[Any, ...]) -> Effective:
+        if rates[0] is None:  # the attachment names a group that is not there
+            return Effective(group, None)
+        known = self.limits.get(rates)
+        if known is None:
+            # Straight from the database's integer columns: nothing to validate.
+            limits = ResourceGroupRead.model_construct(
+                **dict(zip(_LIMIT_FIELDS, rates, strict=True))
+            )
+            quotas = tuple(
+                float(rate) if (rate := rates[index]) > 0 else None for index in _QUOTA_INDEX
+            )
+            known = self.limits[rates] = (limits, quotas)
+        limits, quotas = known
+        return Effective(group, limits, quotas, any(quota is not None for quota in quotas))
+
+
+def parse_namespace(ref: str) -> NamespaceKey:
+    tenant, _, namespace = ref.partition("/")
+    return tenant, namespace

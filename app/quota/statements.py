@@ -1,0 +1,241 @@
+"""The SQL statements of usage reporting, built once per dialect.
+
+Built once, a statement is also compiled once (SQLAlchemy caches the compiled form by its
+structure), which matters to the many small reports of Spark workers: building and
+compiling them afresh cost more than running them. On PostgreSQL a set of keys is two array
+parameters however many there are; SQLite gets one parameter per value. Core selects of just
+the columns needed (no ORM objects), because a report may carry thousands of namespaces.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Connection,
+    String,
+    any_,
+    bindparam,
+    delete,
+    func,
+    select,
+    tuple_,
+    union_all,
+    update,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.models import (
+    DIMENSIONS,
+    RATE_COLUMNS,
+    AdminGeneration,
+    Namespace,
+    QuotaGroup,
+    QuotaReporter,
+    QuotaUsage,
+    ResourceGroup,
+    Tenant,
+)
+from app.quota.effective import NamespaceKey
+
+#: One reporter's figures for one namespace, flat, in the order of these ``quota_usage``
+#: columns: usage, demand and allocation of each dimension in turn. Tuples rather than
+#: objects, because a report handles tens of thousands of them.
+FIGURE_COLUMNS = tuple(
+    f"{dim}_{part}" for dim in DIMENSIONS for part in ("usage", "demand", "allocation")
+)
+Figures = tuple[Any, ...]
+USAGE, DEMAND, ALLOCATION = 0, 1, 2
+_FIGURES = [getattr(QuotaUsage, column) for column in FIGURE_COLUMNS]
+_RATES = [getattr(ResourceGroup, column) for column in RATE_COLUMNS]
+
+
+class Statements:
+    """The statements of a report, with named parameters."""
+
+    def __init__(self, dialect: str) -> None:
+        self.postgresql = dialect == "postgresql"
+        reporter: BindParameter[str] = bindparam("reporter_id")
+        group = func.coalesce(Namespace.resource_group, Tenant.resource_group)
+
+        #: The token that triggers change on every write to groups, tenants and namespaces.
+        self.generation = select(AdminGeneration.token).where(AdminGeneration.id == 1)
+
+        namespaces = select(Namespace.tenant, Namespace.name, group, *_RATES)
+        if self.postgresql:
+            # Joined from the keys rather than filtered by them: PostgreSQL then looks each
+            # namespace and group up by its key, where a filter had it merge-join every group.
+            keys = self._pairs()
+            namespaces = namespaces.select_from(keys).join(
+                Namespace, (Namespace.tenant == keys.c.tenant) & (Namespace.name == keys.c.name)
+            )
+        else:
+            namespaces = namespaces.where(self._keys_in(Namespace.tenant, Namespace.name))
+        #: (tenant, name, effective group, its six rates)
+        self.namespaces = namespaces.join(Tenant, Tenant.name == Namespace.tenant).outerjoin(
+            ResourceGroup, ResourceGroup.name == group
+        )
+
+        #: (tenant, namespace, written_at, group, *figures) of every row of the reporter
+        self.rows = select(
+            QuotaUsage.tenant,
+            QuotaUsage.namespace,
+            QuotaUsage.written_at,
+            QuotaUsage.resource_group,
+            *_FIGURES,
+        ).where(QuotaUsage.reporter_id == reporter)
+
+        self.owner = select(QuotaReporter.role, QuotaReporter.rows_token).where(
+            QuotaReporter.reporter_id == reporter
+        )
+        reporters = self._insert(QuotaReporter.__table__)
+        # The owner comes back (the role that first used the id, or this one if it is new),
+        # and the token of the reporter's rows.
+        self.claim = (
+            reporters.values(
+                reporter_id=reporter,
+                role=bindparam("role"),
+                last_seen_at=bindparam("now"),
+                rows_token=bindparam("token"),
+            )
+            .on_conflict_do_update(
+                index_elements=["reporter_id"],
+                set_={"last_seen_at": reporters.excluded.last_seen_at},
+            )
+            .returning(QuotaReporter.role, QuotaReporter.rows_token)
+        )
+        # ("reporter", not "reporter_id": an UPDATE reserves column names for its SET.)
+        self.retoken = (
+            update(QuotaReporter)
+            .where(QuotaReporter.reporter_id == bindparam("reporter"))
+            .values(rows_token=bindparam("token"))
+        )
+
+        #: (name, marker) of the groups given that have a marker
+        self.markers = select(QuotaGroup.name, QuotaGroup.marker).where(
+            self._among(QuotaGroup.name, "groups")
+        )
+        markers = self._insert(QuotaGroup.__table__)
+        self.remark = markers.values(name=bindparam("name"), marker=bindparam("marker"))
+        self.remark = self.remark.on_conflict_do_update(
+            index_elements=["name"], set_={"marker": markers.excluded.marker}
+        )
+        self.forget_markers = delete(QuotaGroup).where(
+            QuotaGroup.name.not_in(select(ResourceGroup.name))
+        )
+
+        # A namespace is in a group by its own attachment, or by its tenant's when it has
+        # none; as two selects each can use its index, which the COALESCE of both could not.
+        attached = select(
+            Namespace.tenant, Namespace.name, Namespace.resource_group.label("grp")
+        ).where(self._among(Namespace.resource_group, "groups"))
+        inherited = (
+            select(Namespace.tenant, Namespace.name, Tenant.resource_group.label("grp"))
+            .join(Tenant, Tenant.name == Namespace.tenant)
+            .where(Namespace.resource_group.is_(None))
+            .where(self._among(Tenant.resource_group, "groups"))
+        )
+        members = union_all(attached, inherited).subquery()
+        #: (group, reporter, tenant, namespace, *figures) of the other reporters' fresh rows
+        self.peers = (
+            select(
+                members.c.grp,
+                QuotaUsage.reporter_id,
+                QuotaUsage.tenant,
+                QuotaUsage.namespace,
+                *_FIGURES,
+            )
+            .join(
+                QuotaUsage,
+                (QuotaUsage.tenant == members.c.tenant) & (QuotaUsage.namespace == members.c.name),
+            )
+            .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
+            .where(QuotaUsage.reporter_id != reporter)
+            .where(QuotaReporter.last_seen_at > bindparam("alive_after"))
+            .where(QuotaUsage.written_at > bindparam("fresh_after"))
+        )
+        # The table, not the mapped class: a Core executemany, without the ORM's bulk work.
+        usage = self._insert(QuotaUsage.__table__)
+        self.upsert = usage.on_conflict_do_update(
+            index_elements=["reporter_id", "tenant", "namespace"],
+            set_={
+                column: usage.excluded[column]
+                for column in ("written_at", "resource_group", *FIGURE_COLUMNS)
+            },
+        )
+        self.drop = (
+            delete(QuotaUsage)
+            .where(QuotaUsage.reporter_id == reporter)
+            .where(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace))
+        )
+
+        #: Reporters not heard from since ``silent_after``.
+        self.silent = select(QuotaReporter.reporter_id).where(
+            QuotaReporter.last_seen_at < bindparam("silent_after")
+        )
+        #: The groups the given reporters' rows count in.
+        self.groups_of_reporters = (
+            select(QuotaUsage.resource_group)
+            .distinct()
+            .where(
+                QuotaUsage.resource_group.is_not(None),
+                self._among(QuotaUsage.reporter_id, "reporters"),
+            )
+        )
+        self.forget_reporters = delete(QuotaReporter).where(
+            self._among(QuotaReporter.reporter_id, "reporters")
+        )
+
+    def _insert(self, table: Any) -> Any:
+        return postgresql.insert(table) if self.postgresql else sqlite.insert(table)
+
+    def _among(self, column: Any, name: str) -> ColumnElement[bool]:
+        if self.postgresql:
+            condition: ColumnElement[bool] = column == any_(
+                bindparam(name, type_=postgresql.ARRAY(String))
+            )
+            return condition
+        return column.in_(bindparam(name, expanding=True))  # type: ignore[no-any-return]
+
+    def _pairs(self) -> Any:
+        """On PostgreSQL, the keys as a table of (tenant, name)."""
+        return (
+            func.unnest(
+                bindparam("tenants", type_=postgresql.ARRAY(String)),
+                bindparam("names", type_=postgresql.ARRAY(String)),
+            )
+            .table_valued("tenant", "name")
+            .render_derived()
+        )
+
+    def _keys_in(self, tenant: Any, name: Any) -> ColumnElement[bool]:
+        if self.postgresql:
+            pairs = self._pairs()
+            return tuple_(tenant, name).in_(select(pairs.c.tenant, pairs.c.name))
+        return tuple_(tenant, name).in_(bindparam("keys", expanding=True))
+
+    def keys(self, keys: Sequence[NamespaceKey]) -> dict[str, Any]:
+        """The parameters that a set of namespace keys takes."""
+        if self.postgresql:
+            return {"tenants": [key[0] for key in keys], "names": [key[1] for key in keys]}
+        return {"keys": list(keys)}
+
+
+@functools.cache
+def _statements(dialect: str) -> Statements:
+    return Statements(dialect)
+
+
+def statements(session: Session) -> tuple[Connection, Statements]:
+    """The session's connection (plain rows, not the ORM's result machinery) and statements."""
+    connection = session.connection()
+    return connection, statements_for(connection)
+
+
+def statements_for(connection: Connection) -> Statements:
+    return _statements(connection.dialect.name)
