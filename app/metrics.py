@@ -11,7 +11,7 @@ reporter of the group (from the shared store), as of the last such report.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -105,10 +105,10 @@ class GroupStats(Collector):
 
     def __init__(self, clock: Callable[[], float], stale_after_s: float) -> None:
         self._clock = clock
-        self._groups: dict[str, tuple[float, int, list[GroupTotals]]] = {}
+        self._groups: dict[str, tuple[float, int, Sequence[GroupTotals]]] = {}
         self.stale_after_s = stale_after_s
 
-    def record(self, group: str, reporters: int, totals: list[GroupTotals]) -> None:
+    def record(self, group: str, reporters: int, totals: Sequence[GroupTotals]) -> None:
         self._groups[group] = (self._clock(), reporters, totals)
 
     def collect(self) -> Iterator[Metric]:

@@ -162,6 +162,9 @@ class QuotaUsage(Base):
     resource_group: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
     """The group the row was last counted in: when the namespace moves, that group's
     other reporters are told (through its marker) that a member left."""
+    planned_marker: Mapped[int | None] = mapped_column(BigInteger)
+    """The group's marker when the reporter last planned it: while the two are equal, the
+    reporter's grants for the namespace stand."""
     publish_msgs_usage: Mapped[float] = mapped_column(Double)
     publish_msgs_demand: Mapped[float] = mapped_column(Double)
     publish_msgs_allocation: Mapped[float | None] = mapped_column(Double)

@@ -454,9 +454,9 @@ def _broker_scale(
     )
     database = DatabaseCpu(env["RG_DATABASE_URL"])
     fleet = BrokerFleet(layout)
-    kinds = ["first", *["steady"] * args.steady_intervals]
+    kinds = ["first", *["settling"] * args.settle_intervals, *["steady"] * args.steady_intervals]
     if args.changed_interval:
-        kinds.append("changed")
+        kinds += ["changed", *["settling after change"] * args.settle_intervals]
     intervals: list[Interval] = []
     try:
         for kind in kinds:
@@ -493,7 +493,8 @@ def _broker_scale(
         "first_interval": summaries[0],
         "steady_interval_seconds": steady_wall,
         "steady_intervals": steady,
-        "changed_interval": summaries[-1] if args.changed_interval else None,
+        "settling_intervals": [s for s in summaries if s["kind"].startswith("settling")],
+        "changed_interval": next((s for s in summaries if s["kind"] == "changed"), None),
         "meets_bar": steady_wall is not None and steady_wall < bar,
         "every_interval_meets_bar": all(s["server_wall_seconds"] < bar for s in summaries),
         "failed": sum(s["failed"] for s in summaries),
@@ -894,7 +895,19 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--spread", type=int, default=5, help="Reporters per namespace.")
     parser.add_argument(
-        "--steady-intervals", type=int, default=1, help="Intervals after the first, steady."
+        "--settle-intervals",
+        type=int,
+        default=3,
+        help="Intervals after the first while the allocations settle (reported, not steady).",
+    )
+    parser.add_argument(
+        "--steady-intervals", type=int, default=3, help="Intervals after those, steady."
+    )
+    parser.add_argument(
+        "--shape",
+        choices=("both", "broker", "spark"),
+        default="both",
+        help="Which shape to run (both).",
     )
     parser.add_argument(
         "--changed-interval",
@@ -940,8 +953,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--spread must be between 1 and --reporters")
     if args.reporters * args.namespaces_per_reporter % args.spread:
         parser.error("--reporters x --namespaces-per-reporter must be a multiple of --spread")
-    if args.namespaces_per_reporter < 1 or args.steady_intervals < 0 or args.spark_groups < 1:
-        parser.error("--namespaces-per-reporter and --spark-groups >= 1, --steady-intervals >= 0")
+    if args.namespaces_per_reporter < 1 or args.spark_groups < 1:
+        parser.error("--namespaces-per-reporter and --spark-groups must be 1 or more")
+    if args.steady_intervals < 0 or args.settle_intervals < 0:
+        parser.error("--settle-intervals and --steady-intervals must be 0 or more")
     if args.spark_start <= 0 or args.spark_seconds <= 0 or args.spark_warmup < 0:
         parser.error("--spark-start and --spark-seconds must be positive")
     return args
@@ -976,9 +991,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             with psycopg.connect(database_url) as connection:
                 row = connection.execute("SHOW server_version").fetchone()
                 version = str(row[0]) if row else "?"
-            broker = _broker_scale(args, layout, workdir, env, token)
-            _empty_usage(database_url)
-            spark = _spark(args, workdir, env, token)
+            broker = spark = None
+            if args.shape in ("both", "broker"):
+                broker = _broker_scale(args, layout, workdir, env, token)
+            if args.shape in ("both", "spark"):
+                _empty_usage(database_url)
+                spark = _spark(args, workdir, env, token)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report = {
@@ -988,7 +1006,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "database": f"PostgreSQL {version}",
         "broker_scale": broker,
         "spark": spark,
-        "failed": broker["failed"] + spark["failed"],
+        "failed": sum(shape["failed"] for shape in (broker, spark) if shape is not None),
         "config": {
             "quick": args.quick,
             "setup_seconds": round(setup_s, 1),

@@ -7,9 +7,11 @@ workers report to this server, which shares each group's quota among them.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
 from app.api import deps
 from app.api.security import principal_of
@@ -26,9 +28,40 @@ ReporterId = Annotated[
 _ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
 
 
-@router.post("/reporters/{reporterId}/reports", response_model=ReportResult, responses=_ERRORS)
-async def report_usage(request: Request, reporterId: ReporterId, body: UsageReport) -> Response:
+# A report of thousands of namespaces is validated by pydantic straight from its bytes, in
+# half the time FastAPI's json.loads and then validation take; so FastAPI does not see the
+# body, and the OpenAPI document gets its schema from here.
+_REPORT_SCHEMA = UsageReport.model_json_schema(ref_template="#/components/schemas/{model}")
+SCHEMAS: dict[str, Any] = {
+    **_REPORT_SCHEMA.pop("$defs"),
+    "UsageReport": _REPORT_SCHEMA,
+}
+"""Schemas of the bodies this router validates itself, for the OpenAPI document."""
+_REPORT_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/UsageReport"}}},
+    }
+}
+
+
+async def _usage_report(request: Request) -> UsageReport:
+    try:
+        return UsageReport.model_validate_json(await request.body())
+    except ValidationError as error:
+        errors = [{**detail, "loc": ("body", *detail["loc"])} for detail in error.errors()]
+        raise RequestValidationError(errors) from None
+
+
+@router.post(
+    "/reporters/{reporterId}/reports",
+    response_model=ReportResult,
+    responses=_ERRORS,
+    openapi_extra=_REPORT_BODY,
+)
+async def report_usage(request: Request, reporterId: ReporterId) -> Response:
     """Report usage and demand per namespace; get back each namespace's limits and allocations."""
+    body = await _usage_report(request)
     principal = principal_of(request)
     state = request.app.state
     now = state.clock()

@@ -21,37 +21,55 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from typing import NamedTuple
 
 from app.metrics import GroupTotals
-from app.quota.allocator import Grant
 from app.quota.effective import Effective, NamespaceKey, Quotas
 from app.quota.statements import Figures
 
 MAX_REPORTERS = 20_000  # reporters remembered, least recently reporting forgotten first
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+# Rows, plans and answers are tuples of plain values, not objects: a process may remember
+# millions of them, and Python's garbage collector stops looking at such tuples (and at dicts
+# of them), where every object it tracks lengthens each of its full collections.
+
+
+class Row(NamedTuple):
     """A reporter's stored row for one namespace."""
 
     figures: Figures
-    written_at: datetime
     group: str | None
     """The group it counts in."""
+    planned: int | None
+    """The group's marker when last planned."""
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+Rates = tuple[float | None, ...]
+"""A reporter's granted rate per dimension for one namespace; None where unlimited."""
+
+
+class Plan(NamedTuple):
     """One reporter's grants in one group, and what they were planned under."""
 
+    id: int
+    """Random: tells this plan from any other."""
     marker: int
     quotas: Quotas
-    grants: dict[NamespaceKey, tuple[Grant | None, ...]]
+    rates: dict[NamespaceKey, Rates]
     early: bool
-    """Whether any grant asks for an early report."""
-    totals: tuple[int, list[GroupTotals]]
+    """Whether the reporter should report again soon (`Grant.report_after`)."""
+    totals: tuple[int, tuple[GroupTotals, ...]]
     """The group's reporters and totals as the plan saw them, for the metrics."""
+
+
+class Answer(NamedTuple):
+    """One namespace's part of a report's answer, and what it was built from."""
+
+    generation: int
+    plan: int
+    """The id of the plan, or 0 when the namespace is not limited."""
+    json: bytes
 
 
 @dataclass(slots=True)
@@ -61,9 +79,19 @@ class ReporterState:
     token: int
     rows: dict[NamespaceKey, Row]
     plans: dict[str, Plan] = field(default_factory=dict)
-    answers: dict[NamespaceKey, tuple[Effective, Plan | None, bytes]] = field(default_factory=dict)
-    """The answer last given per namespace (its part of the answer's JSON), with the
-    effective group and plan it came from."""
+    answers: dict[NamespaceKey, Answer] = field(default_factory=dict)
+    last: LastAnswer | None = None
+
+
+class LastAnswer(NamedTuple):
+    """A whole answer's namespaces, given again as they were while nothing they come from
+    changed: the namespaces asked about, the admin generation, and the plans."""
+
+    keys: list[NamespaceKey]
+    generation: int
+    namespaces: bytes
+    """The JSON of the answer's namespaces, without their braces."""
+    early: bool
 
 
 class ReportCache:

@@ -81,14 +81,29 @@ class Statements:
             ResourceGroup, ResourceGroup.name == group
         )
 
-        #: (tenant, namespace, written_at, group, *figures) of every row of the reporter
+        #: (tenant, namespace, group, planned marker, *figures) of every row of the reporter
         self.rows = select(
             QuotaUsage.tenant,
             QuotaUsage.namespace,
-            QuotaUsage.written_at,
             QuotaUsage.resource_group,
+            QuotaUsage.planned_marker,
             *_FIGURES,
         ).where(QuotaUsage.reporter_id == reporter)
+        #: (group, marker) of the groups whose marker moved since the reporter planned them
+        self.stale = (
+            select(QuotaGroup.name, QuotaGroup.marker)
+            .distinct()
+            .join(QuotaUsage, QuotaUsage.resource_group == QuotaGroup.name)
+            .where(QuotaUsage.reporter_id == reporter)
+            .where(QuotaGroup.marker.is_distinct_from(QuotaUsage.planned_marker))
+        )
+        # ("reporter", not "reporter_id": an UPDATE reserves column names for its SET.)
+        self.refresh = (
+            update(QuotaUsage)
+            .where(QuotaUsage.reporter_id == bindparam("reporter"))
+            .where(QuotaUsage.written_at <= bindparam("refresh_by"))
+            .values(written_at=bindparam("now"))
+        )
 
         self.owner = select(QuotaReporter.role, QuotaReporter.rows_token).where(
             QuotaReporter.reporter_id == reporter
@@ -109,7 +124,6 @@ class Statements:
             )
             .returning(QuotaReporter.role, QuotaReporter.rows_token)
         )
-        # ("reporter", not "reporter_id": an UPDATE reserves column names for its SET.)
         self.retoken = (
             update(QuotaReporter)
             .where(QuotaReporter.reporter_id == bindparam("reporter"))
@@ -165,7 +179,7 @@ class Statements:
             index_elements=["reporter_id", "tenant", "namespace"],
             set_={
                 column: usage.excluded[column]
-                for column in ("written_at", "resource_group", *FIGURE_COLUMNS)
+                for column in ("written_at", "resource_group", "planned_marker", *FIGURE_COLUMNS)
             },
         )
         self.drop = (

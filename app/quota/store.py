@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from sqlalchemy import Connection, event, select, tuple_
 from sqlalchemy.orm import Session
@@ -40,11 +41,12 @@ from app.quota.allocator import (
     moved,
     plan,
 )
-from app.quota.cache import Plan, ReportCache, ReporterState, Row
+from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
 from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
+    DimensionUsage,
     NamespaceAllocation,
     NamespaceUsage,
     ReportResult,
@@ -52,7 +54,6 @@ from app.quota.schemas import (
 )
 from app.quota.statements import (
     ALLOCATION,
-    DEMAND,
     FIGURE_COLUMNS,
     USAGE,
     Figures,
@@ -77,9 +78,9 @@ SILENT_INTERVALS = 3  # a reporter not heard from for this long is gone
 REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing moved
 ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_settle`
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
-_UNLIMITED_GRANTS: tuple[Grant | None, ...] = (None,) * len(DIMENSIONS)
+_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 
-Observer = Callable[[str, int, list[GroupTotals]], None]
+Observer = Callable[[str, int, Sequence[GroupTotals]], None]
 
 
 def _new_token() -> int:
@@ -96,6 +97,13 @@ def effective_groups(
     session: Session, keys: Iterable[NamespaceKey], cache: ReportCache | None = None
 ) -> dict[NamespaceKey, Effective]:
     """Each namespace's effective group and its limits; NotFound names a missing namespace."""
+    return _resolve(session, keys, cache)[1]
+
+
+def _resolve(
+    session: Session, keys: Iterable[NamespaceKey], cache: ReportCache | None
+) -> tuple[int | None, dict[NamespaceKey, Effective]]:
+    """`effective_groups`, and the admin generation they hold for (None when unknown)."""
     keys = list(keys)
     connection, sql = statements(session)
     # The generation is read first: a write committed after it can only make the cache
@@ -113,7 +121,7 @@ def effective_groups(
         if cache is not None:
             cache.remember_effective(generation, read)
         found.update(read)
-    return found
+    return generation, found
 
 
 def authorize_reporting(
@@ -189,6 +197,8 @@ class _Entry:
     """Whether something the allocator reads for its group changes with this report."""
     write: bool
     """Whether the row is written (if the report is accepted)."""
+    planned: int | None
+    """The marker of the group's plan that the grants come from."""
 
 
 def submit(
@@ -214,7 +224,7 @@ def submit(
         # a crash may lose the last moments of them, so a report need not wait for its
         # commit to reach the disk, which costs a Spark worker's report more than its work.
         connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-    effective = effective_groups(session, refs, cache)
+    generation, effective = _resolve(session, refs, cache)
     authorize_reporting(session, principal, refs)
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)
@@ -228,15 +238,11 @@ def submit(
         plans=dict(known.plans) if known is not None else {},
         answers=dict(known.answers) if known is not None else {},
     )
-    refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 1) * interval_s)
     covered_s = report.intervalMs / 1000
     entries = [
         _entry(key, ref, effective[key], rows.get(key), report.namespaces[ref], covered_s)
         for key, ref in refs.items()
     ]
-    for entry in entries:
-        if not entry.write and entry.row is not None and entry.row.written_at <= refresh_by:
-            entry.write = True  # due its refresh: same figures, a new time
     groups: dict[str, list[_Entry]] = defaultdict(list)
     for entry in entries:
         if entry.effective.group is not None and entry.effective.limited:
@@ -250,12 +256,36 @@ def submit(
             state.token = _new_token()
             connection.execute(sql.retoken, {"reporter": reporter_id, "token": state.token})
             state.rows = {
-                entry.key: Row(entry.figures, moment, entry.effective.group)
+                entry.key: Row(entry.figures, entry.effective.group, entry.planned)
                 if entry.write
                 else rows[entry.key]
                 for entry in entries
             }
-    answer = _answer(state, entries, accepted, interval_s)
+        # Rows that went unwritten for a while are refreshed, so that they stay fresh: in
+        # one statement, as their figures stay as they are.
+        refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 1) * interval_s)
+        connection.execute(
+            sql.refresh, {"reporter": reporter_id, "refresh_by": refresh_by, "now": moment}
+        )
+    keys = list(refs)
+    last = known.last if known is not None else None
+    if (
+        last is not None
+        and not replanned
+        and generation is not None
+        and last.generation == generation
+        and last.keys == keys
+    ):
+        # Nothing an answer comes from changed (groups, plans, namespaces): the last one holds.
+        state.last = last
+    else:
+        state.last = _answer(state, entries, keys, generation)
+    next_report_s = interval_s * EARLY_REPORT if state.last.early else interval_s
+    head = ReportResult.model_construct(
+        accepted=accepted, reportIntervalMs=max(1, round(next_report_s * 1000)), namespaces={}
+    ).model_dump_json()
+    # `head` ends with the empty namespaces' "{}}": the namespaces go between its braces.
+    answer = head[:-2].encode() + state.last.namespaces + b"}}"
     if accepted and token is not None:
         # Remembered once committed: a rolled-back report must not be taken for stored.
         event.listen(
@@ -270,7 +300,7 @@ def submit(
 def _stored_rows(connection: Connection, reporter_id: str) -> dict[NamespaceKey, Row]:
     sql = statements_for(connection)
     return {
-        (row[0], row[1]): Row(tuple(row[4:]), _aware(row[2]), row[3])
+        (row[0], row[1]): Row(tuple(row[4:]), row[2], row[3])
         for row in connection.execute(sql.rows, {"reporter_id": reporter_id})
     }
 
@@ -283,13 +313,16 @@ def _entry(
     usage: NamespaceUsage,
     covered_s: float,
 ) -> _Entry:
-    reported = _reported(usage, covered_s, None if row is None else row.figures)
-    if row is None or _figures_moved(row.figures, reported):
-        return _Entry(key, ref, effective, row, reported, changed=True, write=True)
+    if row is None:
+        reported = _reported(usage, covered_s, None)
+        return _Entry(key, ref, effective, row, reported, changed=True, write=True, planned=None)
+    if _moved_since(row.figures, usage, covered_s):
+        reported = _reported(usage, covered_s, row.figures)
+        return _Entry(key, ref, effective, row, reported, True, True, row.planned)
     # Held: the allocator goes on seeing what it saw. A move to another group changes
     # both groups' members.
     moved_group = row.group != effective.group
-    return _Entry(key, ref, effective, row, row.figures, changed=moved_group, write=moved_group)
+    return _Entry(key, ref, effective, row, row.figures, moved_group, moved_group, row.planned)
 
 
 def _reported(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
@@ -311,18 +344,38 @@ def _reported(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -
     return tuple(figures)
 
 
-# The usage and demand columns of `Figures`.
-_HELD = tuple(3 * index + part for index in range(len(DIMENSIONS)) for part in (USAGE, DEMAND))
-
-
-def _figures_moved(old: Figures, new: Figures) -> bool:
-    """Whether a usage or a demand moved enough to be recorded: `moved`, inlined, as this
-    runs for every namespace of every report."""
-    for index in _HELD:
-        before, after = old[index], new[index]
-        if abs(after - before) > SIGNIFICANT_CHANGE * max(abs(before), abs(after), 1.0):
-            return True
+def _moved_since(stored: Figures, usage: NamespaceUsage, covered_s: float) -> bool:
+    """Whether a reported usage or demand moved enough since it was stored to be recorded
+    anew: `moved`, inlined, without calls, as this runs for every namespace of every report
+    (figures are never negative)."""
+    dims = cast(dict[str, DimensionUsage | None], usage)
+    reported = 0
+    for name, figures in dims.items():
+        if figures is None:
+            continue
+        reported += 1
+        column = _USAGE_COLUMN[name]
+        for before, after in (
+            (stored[column], figures["used"] / covered_s),
+            (stored[column + 1], figures["demand"]),
+        ):
+            if after > before:
+                if after - before > SIGNIFICANT_CHANGE * (after if after > 1.0 else 1.0):
+                    return True
+            elif before - after > SIGNIFICANT_CHANGE * (before if before > 1.0 else 1.0):
+                return True
+    if reported < len(DIMENSION_NAMES):
+        # A dimension left out counts as 0: compare what is stored for it with that.
+        for name, column in _USAGE_COLUMN.items():
+            if dims.get(name) is None and (
+                moved(stored[column], 0.0) or moved(stored[column + 1], 0.0)
+            ):
+                return True
     return False
+
+
+# Where each dimension's usage is in `Figures` (its demand and allocation follow it).
+_USAGE_COLUMN = {name: 3 * index + USAGE for index, name in enumerate(DIMENSION_NAMES)}
 
 
 def unit_id(reporter_id: str, key: NamespaceKey) -> str:
@@ -345,25 +398,22 @@ def _plan(
     if not groups:
         return set()
     sql = statements_for(connection)
-    # Read before the peers: a change committed in between makes the next report plan
-    # again, never one too few.
-    markers: dict[str, int] = {
-        row[0]: row[1] for row in connection.execute(sql.markers, {"groups": list(groups)})
-    }
-    stale: list[str] = []
-    for group, entries in groups.items():
-        known = plans.get(group)
-        if (
-            known is None
-            or known.marker != markers.get(group, 0)
-            or known.quotas != entries[0].effective.quotas
-            or any(entry.changed for entry in entries)
-            or len(known.grants) != len(entries)
-            or any(entry.key not in known.grants for entry in entries)
-        ):
-            stale.append(group)
+    # Markers are read before the peers: a change committed in between makes the next
+    # report plan again, never one too few. First those that moved since the reporter's
+    # rows were planned, found by the database without sending it any.
+    markers: dict[str, int] = dict(
+        connection.execute(sql.stale, {"reporter_id": reporter_id}).all()
+    )
+    stale = [
+        group
+        for group, entries in groups.items()
+        if group in markers or _stale(plans.get(group), entries)
+    ]
     if not stale:
         return set()
+    unread = [group for group in stale if group not in markers]
+    if unread:
+        markers.update(connection.execute(sql.markers, {"groups": unread}).all())
     peers: dict[str, list[tuple[str, Figures]]] = defaultdict(list)
     parameters = {
         "reporter_id": reporter_id,
@@ -371,7 +421,7 @@ def _plan(
         "fresh_after": now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s),
         "groups": stale,
     }
-    for row in connection.execute(sql.peers, parameters):
+    for row in connection.execute(sql.peers, parameters).all():
         peers[row[0]].append((f"{row[1]}@{row[2]}/{row[3]}", row[4:]))
     for group in stale:
         entries = groups[group]
@@ -392,13 +442,29 @@ def _plan(
             for unit, granted in zip(units, grants, strict=True):
                 granted[index] = shares[unit]
         plans[group] = Plan(
+            id=_new_token(),
             marker=markers.get(group, 0),
             quotas=quotas,
-            grants={entry.key: tuple(g) for entry, g in zip(entries, grants, strict=True)},
+            rates={
+                entry.key: tuple(None if grant is None else grant.rate for grant in g)
+                for entry, g in zip(entries, grants, strict=True)
+            },
             early=any(grant.early for g in grants for grant in g if grant is not None),
             totals=_totals(quotas, members, entries, grants),
         )
     return set(stale)
+
+
+def _stale(known: Plan | None, entries: list[_Entry]) -> bool:
+    """Whether the reporter must plan a group again, rather than keep its last plan, for a
+    reason of its own (its markers aside)."""
+    if known is None or len(known.rates) != len(entries):
+        return True
+    if known.quotas != entries[0].effective.quotas:
+        return True
+    if len(entries) == 1:  # the common case, without a generator
+        return entries[0].changed or entries[0].key not in known.rates
+    return any(entry.changed or entry.key not in known.rates for entry in entries)
 
 
 def _totals(
@@ -406,7 +472,7 @@ def _totals(
     members: list[tuple[str, Figures]],
     entries: list[_Entry],
     grants: list[list[Grant | None]],
-) -> tuple[int, list[GroupTotals]]:
+) -> tuple[int, tuple[GroupTotals, ...]]:
     """A group's reporters, and per dimension its limit and the sums of usage, demand (where
     known) and allocations in force (this report's new grants included)."""
     # Column by column (a report sums this for each of up to thousands of groups): the
@@ -431,7 +497,7 @@ def _totals(
                 in_force,
             )
         )
-    return reporters, totals
+    return reporters, tuple(totals)
 
 
 def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) -> None:
@@ -446,13 +512,19 @@ def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) 
         if group is not None and entry.effective.limited:
             if group not in replanned:
                 continue
-            grants = plans[group].grants[entry.key]
+            planned = plans[group]
+            rates = planned.rates[entry.key]
+            if entry.planned != planned.marker:
+                entry.planned = planned.marker
+                entry.write = True
         else:
-            grants = _UNLIMITED_GRANTS
+            rates = _UNLIMITED
+            if entry.planned is not None:
+                entry.planned = None
+                entry.write = True
         figures = list(entry.figures)
-        for index, grant in enumerate(grants):
+        for index, after in enumerate(rates):
             before = figures[3 * index + ALLOCATION]
-            after = None if grant is None else grant.rate
             if (before is None) != (after is None) or (
                 before is not None and after is not None and moved(before, after, ALLOCATION_CHANGE)
             ):
@@ -484,6 +556,7 @@ def _write(
             namespace=entry.key[1],
             written_at=now,
             resource_group=group,
+            planned_marker=entry.planned,
         )
         rows.append(row)
         if entry.changed:
@@ -509,12 +582,15 @@ def _remark(connection: Connection, groups: Iterable[str]) -> None:
 
 
 def _answer(
-    state: ReporterState, entries: list[_Entry], accepted: bool, interval_s: float
-) -> bytes:
-    """The answer, as the JSON of a `ReportResult`.
+    state: ReporterState,
+    entries: list[_Entry],
+    keys: list[NamespaceKey],
+    generation: int | None,
+) -> LastAnswer:
+    """The answer's namespaces: the JSON of a `ReportResult`'s, and whether to report early.
 
-    Each namespace's part is serialized once and kept while its group and plan stay the
-    same: a steady broker's answer to 5,000 namespaces is then one join of kept parts.
+    Each namespace's part is serialized once and kept while its group (the admin
+    generation) and its plan stay the same.
     """
     answers = state.answers
     early = False
@@ -523,36 +599,29 @@ def _answer(
         effective = entry.effective
         group = effective.group
         planned = state.plans[group] if group is not None and effective.limited else None
-        early = early or (planned is not None and planned.early)
+        plan_id = 0
+        if planned is not None:
+            early = early or planned.early
+            plan_id = planned.id
         known = answers.get(entry.key)
-        if known is not None and known[0] is effective and known[1] is planned:
-            parts.append(known[2])
+        if known is not None and known.generation == generation and known.plan == plan_id:
+            parts.append(known.json)
             continue
-        grants = _UNLIMITED_GRANTS if planned is None else planned.grants[entry.key]
+        rates = _UNLIMITED if planned is None else planned.rates[entry.key]
         # Built without validation: every value is already a float or a stored group.
         allocation = NamespaceAllocation.model_construct(
             resourceGroup=group,
             limits=effective.limits,
             allocations={
-                name: UNLIMITED if grant is None else grant.rate
-                for name, grant in zip(DIMENSION_NAMES, grants, strict=True)
+                name: UNLIMITED if rate is None else rate
+                for name, rate in zip(DIMENSION_NAMES, rates, strict=True)
             },
         )
         part = b"%s:%s" % (json.dumps(entry.ref).encode(), allocation.model_dump_json().encode())
-        answers[entry.key] = (effective, planned, part)
+        if generation is not None:
+            answers[entry.key] = Answer(generation, plan_id, part)
         parts.append(part)
-    # A reporter still settling into its share reports again sooner than the interval.
-    next_report_s = interval_s * EARLY_REPORT if early else interval_s
-    head = ReportResult.model_construct(
-        accepted=accepted, reportIntervalMs=max(1, round(next_report_s * 1000)), namespaces={}
-    ).model_dump_json()
-    # `head` ends with the empty namespaces' "{}}": the parts go between its braces.
-    return head[:-2].encode() + b",".join(parts) + b"}}"
-
-
-def _aware(moment: datetime) -> datetime:
-    # SQLite hands timestamps back without their (UTC) zone.
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return LastAnswer(keys, -1 if generation is None else generation, b",".join(parts), early)
 
 
 def limits_of(effective: Effective) -> ResourceGroupRead | None:

@@ -45,6 +45,7 @@ def upgrade() -> None:
         )
     with op.batch_alter_table("quota_usage", schema=None) as batch_op:
         batch_op.add_column(sa.Column("resource_group", sa.String(length=255), nullable=True))
+        batch_op.add_column(sa.Column("planned_marker", sa.BigInteger(), nullable=True))
     op.create_table(
         "quota_groups",
         sa.Column("name", sa.String(length=255), nullable=False),
@@ -87,6 +88,7 @@ def downgrade() -> None:
     op.drop_table("admin_generation")
     op.drop_table("quota_groups")
     with op.batch_alter_table("quota_usage", schema=None) as batch_op:
+        batch_op.drop_column("planned_marker")
         batch_op.drop_column("resource_group")
     with op.batch_alter_table("quota_reporters", schema=None) as batch_op:
         batch_op.drop_column("rows_token")

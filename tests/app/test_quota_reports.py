@@ -188,6 +188,107 @@ class TestReports:
         assert stored_rows(engine) == 1
 
 
+def stored_demand(engine: Engine, reporter: str) -> float:
+    with engine.connect() as connection:
+        demand = connection.scalar(
+            select(QuotaUsage.publish_msgs_demand).where(QuotaUsage.reporter_id == reporter)
+        )
+    assert demand is not None
+    return float(demand)
+
+
+@pytest.mark.usefixtures("world")
+class TestWhatServersRemember:
+    """A server process answers steady reports from memory: never once the database moved on,
+    whichever process or admin call moved it."""
+
+    def test_small_moves_are_held_and_large_ones_recorded(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        job = auth("job")
+        for demand, stored in ((300, 300), (310, 300), (290, 300), (330, 330)):
+            clock.now += INTERVAL_S
+            report(servers[0], job, "r", body(clock, demand))
+            assert stored_demand(engine, "r") == stored
+
+    def test_a_reporter_moving_between_servers_sees_its_own_writes(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        job = auth("job")
+        for server in servers:  # both servers remember "a" wanting 800
+            clock.now += INTERVAL_S
+            report(server, job, "a", body(clock, 800))
+        clock.now += INTERVAL_S
+        report(servers[1], job, "a", body(clock, 100))
+        # Back on server 0, 800 again: what server 0 remembers, but not what is stored.
+        clock.now += INTERVAL_S
+        report(servers[0], job, "a", body(clock, 800))
+        assert stored_demand(engine, "a") == 800
+        rates = {}
+        for _ in range(4):
+            clock.now += INTERVAL_S
+            rates["b"] = allocated(report(servers[0], job, "b", body(clock, 800)))
+            rates["a"] = allocated(report(servers[1], job, "a", body(clock, 100)))
+        # Demands 100 and 800 leave 100 spare, shared in proportion as growth room.
+        assert rates["a"] == pytest.approx(100 * (1 + 100 / 900), rel=0.02)
+        assert rates["b"] == pytest.approx(800 * (1 + 100 / 900), rel=0.02)
+
+    def test_a_namespace_moved_to_another_group_frees_its_share(
+        self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
+    ) -> None:
+        client.put("/admin/v2/namespaces/t/mover", json=None)
+        client.post("/admin/v2/namespaces/t/mover/resourcegroup/rg")
+        client.put("/admin/v2/resourcegroups/other", json={"publishRateInMsgs": 50})
+        admin = auth(SUPERUSER)
+        for _ in range(4):
+            clock.now += INTERVAL_S
+            report(servers[0], admin, "stay", body(clock, 800))
+            report(servers[0], admin, "move", body(clock, 800, ns="t/mover"))
+        client.post("/admin/v2/namespaces/t/mover/resourcegroup/other")
+        clock.now += INTERVAL_S
+        moved = report(servers[1], admin, "move", body(clock, 800, ns="t/mover"))
+        assert moved["namespaces"]["t/mover"]["resourceGroup"] == "other"
+        assert allocated(moved, "t/mover") <= 50
+        rate = 0.0
+        for _ in range(3):
+            clock.now += INTERVAL_S
+            rate = allocated(report(servers[0], admin, "stay", body(clock, 800)))
+        assert rate == pytest.approx(QUOTA, rel=0.05)
+
+    def test_a_deleted_namespace_is_404_on_a_server_that_knew_it(
+        self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
+    ) -> None:
+        client.put("/admin/v2/namespaces/t/brief", json=None)
+        admin = auth(SUPERUSER)
+        report(servers[0], admin, "r", body(clock, 10, ns="t/brief"))
+        assert client.delete("/admin/v2/namespaces/t/brief").status_code == 204
+        clock.now += INTERVAL_S
+        response = TestClient(servers[0]).post(
+            "/quota/v1/reporters/r/reports", json=body(clock, 10, ns="t/brief"), headers=admin
+        )
+        assert response.status_code == 404
+        assert "t/brief" in response.json()["reason"]
+
+    def test_a_changed_limit_reaches_a_reporter_answered_from_memory(
+        self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        for _ in range(3):
+            clock.now += INTERVAL_S
+            report(servers[0], job, "r", body(clock, 100))
+        # A rate that is not enforced: the plan stands, the limits in the answer change.
+        client.put("/admin/v2/resourcegroups/rg", json={"replicationDispatchRateInMsgs": 7})
+        clock.now += INTERVAL_S
+        result = report(servers[0], job, "r", body(clock, 100))
+        assert result["namespaces"]["t/ns"]["limits"]["replicationDispatchRateInMsgs"] == 7
+        client.put("/admin/v2/resourcegroups/rg", json={"dispatchRateInBytes": 4096})
+        clock.now += INTERVAL_S
+        result = report(servers[0], job, "r", body(clock, 100))
+        namespace = result["namespaces"]["t/ns"]
+        assert namespace["limits"]["dispatchRateInBytes"] == 4096
+        assert 0 < namespace["allocations"]["dispatchBytes"] <= 4096
+
+
 @pytest.mark.usefixtures("world")
 class TestRoles:
     def test_a_client_cannot_report_for_another_namespace(
