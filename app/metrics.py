@@ -11,7 +11,7 @@ reporter of the group (from the shared store), as of the last such report.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -108,8 +108,11 @@ class GroupStats(Collector):
         self._groups: dict[str, tuple[float, int, Sequence[GroupTotals]]] = {}
         self.stale_after_s = stale_after_s
 
-    def record(self, group: str, reporters: int, totals: Sequence[GroupTotals]) -> None:
-        self._groups[group] = (self._clock(), reporters, totals)
+    def record(self, groups: Iterable[tuple[str, int, Sequence[GroupTotals]]]) -> None:
+        """Each group's reporters and totals, as one report saw them."""
+        now = self._clock()
+        for group, reporters, totals in groups:
+            self._groups[group] = (now, reporters, totals)
 
     def collect(self) -> Iterator[Metric]:
         horizon = self._clock() - self.stale_after_s

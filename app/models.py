@@ -189,6 +189,9 @@ class QuotaGroup(Base):
 
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     marker: Mapped[int] = mapped_column(BigInteger)
+    changed_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
+    """When the marker last changed: reporters ask for the markers changed since they last
+    looked, which is none at all in a steady state."""
 
 
 class AdminGeneration(Base):

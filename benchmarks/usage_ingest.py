@@ -1,7 +1,8 @@
 """How much usage reporting does one server process take, on PostgreSQL?
 
     python -m benchmarks.usage_ingest [--quick] [--reporters 100] [--namespaces-per-reporter 5000]
-                                      [--spread 5] [--steady-intervals 1] [--changed-interval]
+                                      [--spread 5] [--settle-intervals 3] [--steady-intervals 3]
+                                      [--changed-interval] [--shape both|broker|spark]
                                       [--spark-groups 1] [--spark-seconds 4] [--postgres-url URL]
 
 prints one JSON object with two figures for ``POST /quota/v1/reporters/{id}/reports``, each
@@ -15,11 +16,15 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   reports take, sent one after another on one keep-alive connection: their wall time, the
   server process's CPU seconds and the PostgreSQL backends' CPU seconds (from /proc), and
   the bar is 10% of the interval. Intervals run back to back, each report sent with
-  ``sentAtMs`` = now: the first inserts every row; in the steady ones every figure moves by
-  less than the 5% that forces a rewrite; with ``--changed-interval`` a last one moves every
-  demand by 10%, which rewrites every row. Back to back, no row ages enough to be due its
-  periodic refresh, which in a real steady state rewrites a fifth of the rows an interval
-  (the changed interval bounds what that costs).
+  ``sentAtMs`` = now: the first inserts every row and plans every group; while the
+  allocations settle (``--settle-intervals``, 3: newcomers start at a probe and grow into
+  their shares over a few rounds, which real reporters run within an interval, as they are
+  asked to report again soon) the groups are planned again; in the steady ones every figure
+  moves by less than the 5% that forces a rewrite, so the server answers from what it keeps;
+  with ``--changed-interval`` one more moves every demand by 10%, which rewrites every row
+  and plans every group again, and the settling intervals after it are measured too. Back to
+  back, no row ages enough to be due its periodic refresh (in a real steady state a quarter
+  of the rows an interval, in one UPDATE per report).
 - ``spark``: many workers, each reporting one namespace every second
   (``RG_REPORT_INTERVAL_SECONDS=1``), all in one group unless ``--spark-groups`` says
   otherwise, on the same database with the usage tables emptied first. Open loop: a fixed
@@ -29,8 +34,8 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   to the highest whose p99 latency stays under 100 ms with no failures; that rate times the
   1 s interval is how many worker processes one server process holds.
 
-At PIP-82's full scale the default run takes several minutes, most of it the two broker
-intervals; ``--quick`` (20 reporters of 1,000 namespaces, shorter steps) takes under one.
+At PIP-82's full scale the default run takes about ten minutes, most of it the first and
+settling broker intervals; ``--quick`` (20 reporters of 1,000 namespaces, shorter steps) takes under one.
 The database is set up in bulk (COPY), not through the API. Tokens are minted in-process
 with a fresh HS256 key handed to the server as ``RG_AUTH_TOKEN_SECRET_KEY``. Any failed
 request (a status other than 200, a report not accepted, a broken connection, a timeout)

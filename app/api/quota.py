@@ -95,8 +95,13 @@ async def report_usage(request: Request, reporterId: ReporterId) -> Response:
 async def release_reporter(request: Request, reporterId: ReporterId) -> None:
     """Release a reporter's shares at once, as a worker does when it exits."""
     principal = principal_of(request)
-    cache = request.app.state.report_cache
-    await deps.write(request, lambda session: store.release(session, principal, reporterId, cache))
+    state = request.app.state
+    now = datetime.fromtimestamp(state.clock(), UTC)
+
+    def work(session: deps.Session) -> None:
+        store.release(session, principal, reporterId, now, state.report_cache)
+
+    await deps.write(request, work)
 
 
 @router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)

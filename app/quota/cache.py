@@ -81,6 +81,14 @@ class ReporterState:
     plans: dict[str, Plan] = field(default_factory=dict)
     answers: dict[NamespaceKey, Answer] = field(default_factory=dict)
     last: LastAnswer | None = None
+    refreshed_at: float = 0.0
+    """When its rows were last refreshed (seconds since the epoch)."""
+    observed_at: float = 0.0
+    """When its groups' totals were last recorded for the metrics."""
+    checked_at: float = 0.0
+    """When the markers of its groups were last looked at."""
+    full_check_at: float = 0.0
+    """When every one of them was last compared with its rows."""
 
 
 class LastAnswer(NamedTuple):

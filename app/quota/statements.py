@@ -134,10 +134,16 @@ class Statements:
         self.markers = select(QuotaGroup.name, QuotaGroup.marker).where(
             self._among(QuotaGroup.name, "groups")
         )
+        #: (name, marker) of every group whose marker changed after ``since``
+        self.changed_markers = select(QuotaGroup.name, QuotaGroup.marker).where(
+            QuotaGroup.changed_at > bindparam("since")
+        )
         markers = self._insert(QuotaGroup.__table__)
-        self.remark = markers.values(name=bindparam("name"), marker=bindparam("marker"))
-        self.remark = self.remark.on_conflict_do_update(
-            index_elements=["name"], set_={"marker": markers.excluded.marker}
+        self.remark = markers.values(
+            name=bindparam("name"), marker=bindparam("marker"), changed_at=bindparam("now")
+        ).on_conflict_do_update(
+            index_elements=["name"],
+            set_={"marker": markers.excluded.marker, "changed_at": markers.excluded.changed_at},
         )
         self.forget_markers = delete(QuotaGroup).where(
             QuotaGroup.name.not_in(select(ResourceGroup.name))

@@ -21,7 +21,7 @@ import json
 import secrets
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
@@ -80,7 +80,8 @@ ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_s
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
 _UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 
-Observer = Callable[[str, int, Sequence[GroupTotals]], None]
+#: Takes each limited group's name, reporters and totals, as a report saw them.
+Observer = Callable[[Iterable[tuple[str, int, Sequence[GroupTotals]]]], None]
 
 
 def _new_token() -> int:
@@ -232,26 +233,47 @@ def submit(
 
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else _stored_rows(connection, reporter_id)
-    state = ReporterState(
-        token=token or 0,
-        rows=rows,
-        plans=dict(known.plans) if known is not None else {},
-        answers=dict(known.answers) if known is not None else {},
-    )
     covered_s = report.intervalMs / 1000
-    entries = [
-        _entry(key, ref, effective[key], rows.get(key), report.namespaces[ref], covered_s)
-        for key, ref in refs.items()
-    ]
-    groups: dict[str, list[_Entry]] = defaultdict(list)
-    for entry in entries:
-        if entry.effective.group is not None and entry.effective.limited:
-            groups[entry.effective.group].append(entry)
-    replanned = _plan(connection, state.plans, reporter_id, groups, moment, interval_s)
-    _settle(entries, state.plans, replanned)
+    keys = list(refs)
+    last = known.last if known is not None else None
+    markers, full_check_at = _moved_markers(connection, reporter_id, known, now, interval_s)
+    # Steady: the same namespaces in the same groups, plans whose inputs did not change,
+    # figures within 5% of those stored. Then nothing is planned, written or built anew.
+    steady = (
+        known is not None
+        and last is not None
+        and generation is not None
+        and last.generation == generation
+        and last.keys == keys
+        and not markers
+        and _unchanged(refs, effective, rows, report.namespaces, covered_s)
+    )
+    if steady and known is not None:
+        state = replace(known)  # shares its rows, plans and answers, which stay as they are
+        state.checked_at, state.full_check_at = now, full_check_at
+        entries: list[_Entry] = []
+    else:
+        state = ReporterState(
+            token=token or 0,
+            rows=rows,
+            plans=dict(known.plans) if known is not None else {},
+            answers=dict(known.answers) if known is not None else {},
+            checked_at=now,
+            full_check_at=full_check_at,
+        )
+        entries = [
+            _entry(key, ref, effective[key], rows.get(key), report.namespaces[ref], covered_s)
+            for key, ref in refs.items()
+        ]
+        groups: dict[str, list[_Entry]] = defaultdict(list)
+        for entry in entries:
+            if entry.effective.group is not None and entry.effective.limited:
+                groups[entry.effective.group].append(entry)
+        replanned = _plan(connection, state.plans, reporter_id, groups, markers, moment, interval_s)
+        _settle(entries, state.plans, replanned)
 
     if accepted:
-        dropped = [key for key in rows if key not in refs]
+        dropped = [] if steady else [key for key in rows if key not in refs]
         if _write(connection, reporter_id, entries, [(key, rows[key]) for key in dropped], moment):
             state.token = _new_token()
             connection.execute(sql.retoken, {"reporter": reporter_id, "token": state.token})
@@ -262,39 +284,87 @@ def submit(
                 for entry in entries
             }
         # Rows that went unwritten for a while are refreshed, so that they stay fresh: in
-        # one statement, as their figures stay as they are.
-        refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 1) * interval_s)
-        connection.execute(
-            sql.refresh, {"reporter": reporter_id, "refresh_by": refresh_by, "now": moment}
-        )
-    keys = list(refs)
-    last = known.last if known is not None else None
-    if (
-        last is not None
-        and not replanned
-        and generation is not None
-        and last.generation == generation
-        and last.keys == keys
-    ):
-        # Nothing an answer comes from changed (groups, plans, namespaces): the last one holds.
-        state.last = last
-    else:
-        state.last = _answer(state, entries, keys, generation)
-    next_report_s = interval_s * EARLY_REPORT if state.last.early else interval_s
+        # one statement, as their figures stay as they are; at most once an interval, and
+        # so an interval early.
+        if known is None or now - known.refreshed_at >= interval_s:
+            refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 2) * interval_s)
+            connection.execute(
+                sql.refresh, {"reporter": reporter_id, "refresh_by": refresh_by, "now": moment}
+            )
+            state.refreshed_at = now
+        else:
+            state.refreshed_at = known.refreshed_at
+    # When steady, nothing an answer comes from changed (groups, plans, namespaces): the
+    # last one holds.
+    answered = last if steady and last is not None else _answer(state, entries, keys, generation)
+    state.last = answered
+    next_report_s = interval_s * EARLY_REPORT if answered.early else interval_s
     head = ReportResult.model_construct(
         accepted=accepted, reportIntervalMs=max(1, round(next_report_s * 1000)), namespaces={}
     ).model_dump_json()
     # `head` ends with the empty namespaces' "{}}": the namespaces go between its braces.
-    answer = head[:-2].encode() + state.last.namespaces + b"}}"
+    answer = head[:-2].encode() + answered.namespaces + b"}}"
     if accepted and token is not None:
         # Remembered once committed: a rolled-back report must not be taken for stored.
         event.listen(
             session, "after_commit", lambda _: cache.remember(reporter_id, state), once=True
         )
-    if observe is not None:
-        for group in groups:
-            observe(group, *state.plans[group].totals)
+    if observe is not None and not (steady and now - state.observed_at < interval_s):
+        # Steady, the totals are those last recorded: recorded again once an interval, so
+        # that the metrics do not take the group for silent.
+        observe((group, *plan.totals) for group, plan in state.plans.items())
+        state.observed_at = now
     return answer
+
+
+def _moved_markers(
+    connection: Connection,
+    reporter_id: str,
+    known: ReporterState | None,
+    now: float,
+    interval_s: float,
+) -> tuple[dict[str, int], float]:
+    """The reporter's groups whose markers moved since it planned them, with their markers
+    now; and when the last full look was.
+
+    Read before the peers (in `_plan`), so that a change committed in between makes the next
+    report plan again, never one too few. A full look has the database compare every row
+    of the reporter with its group's marker; in between, a look at the markers changed
+    since the last one (none at all in a steady state) will do. That one looks an interval
+    further back, for changes that committed later than they were made; a change that took
+    longer still is found by the next full look, `REFRESH_INTERVALS` - 1 intervals on.
+    """
+    sql = statements_for(connection)
+    if known is None or now - known.full_check_at >= (REFRESH_INTERVALS - 1) * interval_s:
+        found = connection.execute(sql.stale, {"reporter_id": reporter_id})
+        return {name: marker for name, marker in found}, now
+    since = datetime.fromtimestamp(known.checked_at - interval_s, UTC)
+    plans = known.plans
+    moved = {
+        name: marker
+        for name, marker in connection.execute(sql.changed_markers, {"since": since})
+        if (plan := plans.get(name)) is not None and plan.marker != marker
+    }
+    return moved, known.full_check_at
+
+
+def _unchanged(
+    refs: dict[NamespaceKey, str],
+    effective: dict[NamespaceKey, Effective],
+    rows: dict[NamespaceKey, Row],
+    namespaces: dict[str, NamespaceUsage],
+    covered_s: float,
+) -> bool:
+    """Whether every namespace has a row in its group whose figures need no rewrite."""
+    for key, ref in refs.items():
+        row = rows.get(key)
+        if (
+            row is None
+            or row.group != effective[key].group
+            or _moved_since(row.figures, namespaces[ref], covered_s)
+        ):
+            return False
+    return True
 
 
 def _stored_rows(connection: Connection, reporter_id: str) -> dict[NamespaceKey, Row]:
@@ -388,22 +458,17 @@ def _plan(
     plans: dict[str, Plan],
     reporter_id: str,
     groups: dict[str, list[_Entry]],
+    markers: dict[str, int],
     now: datetime,
     interval_s: float,
 ) -> set[str]:
-    """Plan again each group whose inputs changed since the reporter's last plan of it;
-    returns those groups."""
+    """Plan again each group whose inputs changed since the reporter's last plan of it
+    (``markers`` holds those whose marker moved); returns those groups."""
     for group in [group for group in plans if group not in groups]:
         del plans[group]
     if not groups:
         return set()
     sql = statements_for(connection)
-    # Markers are read before the peers: a change committed in between makes the next
-    # report plan again, never one too few. First those that moved since the reporter's
-    # rows were planned, found by the database without sending it any.
-    markers: dict[str, int] = dict(
-        connection.execute(sql.stale, {"reporter_id": reporter_id}).all()
-    )
     stale = [
         group
         for group, entries in groups.items()
@@ -569,14 +634,14 @@ def _write(
         keys = [key for key, _ in dropped]
         connection.execute(sql.drop, {"reporter_id": reporter_id, **sql.keys(keys)})
         changed.update(row.group for _, row in dropped if row.group is not None)
-    _remark(connection, changed)
+    _remark(connection, changed, now)
     return bool(rows or dropped)
 
 
-def _remark(connection: Connection, groups: Iterable[str]) -> None:
+def _remark(connection: Connection, groups: Iterable[str], now: datetime) -> None:
     """Give the groups new markers: their reporters plan them again at their next report."""
     # Sorted: concurrent reports lock markers in one order, so never wait on each other.
-    rows = [{"name": group, "marker": _new_token()} for group in sorted(set(groups))]
+    rows = [{"name": group, "marker": _new_token(), "now": now} for group in sorted(set(groups))]
     if rows:
         connection.execute(statements_for(connection).remark, rows)
 
@@ -629,7 +694,11 @@ def limits_of(effective: Effective) -> ResourceGroupRead | None:
 
 
 def release(
-    session: Session, principal: Principal, reporter_id: str, cache: ReportCache | None = None
+    session: Session,
+    principal: Principal,
+    reporter_id: str,
+    now: datetime,
+    cache: ReportCache | None = None,
 ) -> None:
     """Free a reporter's shares at once (PIP-82's "report 0"), as rgspark does at exit."""
     connection, sql = statements(session)
@@ -638,7 +707,7 @@ def release(
         raise NotFound("Reporter does not exist")
     if found[0] != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
-    _forget(connection, [reporter_id], cache)
+    _forget(connection, [reporter_id], now, cache)
 
 
 def expire(
@@ -650,15 +719,17 @@ def expire(
     silent_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
     silent = list(connection.execute(sql.silent, {"silent_after": silent_after}).scalars())
     if silent:
-        _forget(connection, silent, cache)
+        _forget(connection, silent, now, cache)
     connection.execute(sql.forget_markers)
 
 
-def _forget(connection: Connection, reporter_ids: list[str], cache: ReportCache | None) -> None:
+def _forget(
+    connection: Connection, reporter_ids: list[str], now: datetime, cache: ReportCache | None
+) -> None:
     sql = statements_for(connection)
     parameters = {"reporters": reporter_ids}
     groups = connection.execute(sql.groups_of_reporters, parameters).scalars()
-    _remark(connection, [group for group in groups if group is not None])
+    _remark(connection, [group for group in groups if group is not None], now)
     connection.execute(sql.forget_reporters, parameters)  # their rows go by cascade
     if cache is not None:
         cache.forget(reporter_ids)

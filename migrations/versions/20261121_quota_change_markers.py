@@ -50,8 +50,13 @@ def upgrade() -> None:
         "quota_groups",
         sa.Column("name", sa.String(length=255), nullable=False),
         sa.Column("marker", sa.BigInteger(), nullable=False),
+        sa.Column("changed_at", sa.TIMESTAMP(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("name", name=op.f("pk_quota_groups")),
     )
+    with op.batch_alter_table("quota_groups", schema=None) as batch_op:
+        batch_op.create_index(
+            batch_op.f("ix_quota_groups_changed_at"), ["changed_at"], unique=False
+        )
     op.create_table(
         "admin_generation",
         sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
