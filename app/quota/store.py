@@ -78,6 +78,7 @@ SILENT_INTERVALS = 3  # a reporter not heard from for this long is gone
 REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing moved
 ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_settle`
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
+LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
 _UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 
 #: Takes each limited group's name, reporters and totals, as a report saw them.
@@ -330,15 +331,16 @@ def _moved_markers(
     Read before the peers (in `_plan`), so that a change committed in between makes the next
     report plan again, never one too few. A full look has the database compare every row
     of the reporter with its group's marker; in between, a look at the markers changed
-    since the last one (none at all in a steady state) will do. That one looks an interval
-    further back, for changes that committed later than they were made; a change that took
-    longer still is found by the next full look, `REFRESH_INTERVALS` - 1 intervals on.
+    since the last one (none at all in a steady state) will do. That one looks
+    `LATE_COMMIT_S` further back (an interval at most), for changes that committed later than
+    they were made; one that took longer still is found by the next full look,
+    `REFRESH_INTERVALS` - 1 intervals on.
     """
     sql = statements_for(connection)
     if known is None or now - known.full_check_at >= (REFRESH_INTERVALS - 1) * interval_s:
         found = connection.execute(sql.stale, {"reporter_id": reporter_id})
         return {name: marker for name, marker in found}, now
-    since = datetime.fromtimestamp(known.checked_at - interval_s, UTC)
+    since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
     plans = known.plans
     moved = {
         name: marker
