@@ -1,7 +1,7 @@
 """How much usage reporting does one server process take, on PostgreSQL?
 
     python -m benchmarks.usage_ingest [--quick] [--reporters 100] [--namespaces-per-reporter 5000]
-                                      [--spread 5] [--settle-intervals 3] [--steady-intervals 3]
+                                      [--spread 5] [--settle-intervals 3] [--steady-intervals 5]
                                       [--changed-interval] [--shape both|broker|spark]
                                       [--spark-groups 1] [--spark-seconds 4] [--postgres-url URL]
 
@@ -906,7 +906,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="Intervals after the first while the allocations settle (reported, not steady).",
     )
     parser.add_argument(
-        "--steady-intervals", type=int, default=3, help="Intervals after those, steady."
+        "--steady-intervals", type=int, default=5, help="Intervals after those, steady."
     )
     parser.add_argument(
         "--shape",

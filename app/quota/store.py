@@ -284,27 +284,11 @@ def submit(
                 else rows[entry.key]
                 for entry in entries
             }
-        # Rows that went unwritten for a while are refreshed, so that they stay fresh: in
-        # one statement, as their figures stay as they are; at most once an interval, and
-        # so an interval early.
-        if known is None or now - known.refreshed_at >= interval_s:
-            refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 2) * interval_s)
-            connection.execute(
-                sql.refresh, {"reporter": reporter_id, "refresh_by": refresh_by, "now": moment}
-            )
-            state.refreshed_at = now
-        else:
-            state.refreshed_at = known.refreshed_at
+        _refresh(connection, reporter_id, state, known, now, interval_s)
     # When steady, nothing an answer comes from changed (groups, plans, namespaces): the
     # last one holds.
     answered = last if steady and last is not None else _answer(state, entries, keys, generation)
     state.last = answered
-    next_report_s = interval_s * EARLY_REPORT if answered.early else interval_s
-    head = ReportResult.model_construct(
-        accepted=accepted, reportIntervalMs=max(1, round(next_report_s * 1000)), namespaces={}
-    ).model_dump_json()
-    # `head` ends with the empty namespaces' "{}}": the namespaces go between its braces.
-    answer = head[:-2].encode() + answered.namespaces + b"}}"
     if accepted and token is not None:
         # Remembered once committed: a rolled-back report must not be taken for stored.
         event.listen(
@@ -315,7 +299,40 @@ def submit(
         # that the metrics do not take the group for silent.
         observe((group, *plan.totals) for group, plan in state.plans.items())
         state.observed_at = now
-    return answer
+    return _result(answered, accepted, interval_s)
+
+
+def _refresh(
+    connection: Connection,
+    reporter_id: str,
+    state: ReporterState,
+    known: ReporterState | None,
+    now: float,
+    interval_s: float,
+) -> None:
+    """Refresh the rows that went unwritten for a while, so that they stay fresh: in one
+    statement, as their figures stay as they are; at most once an interval, so an interval
+    before they are due."""
+    if known is not None and now - known.refreshed_at < interval_s:
+        state.refreshed_at = known.refreshed_at
+        return
+    moment = datetime.fromtimestamp(now, UTC)
+    refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 2) * interval_s)
+    connection.execute(
+        statements_for(connection).refresh,
+        {"reporter": reporter_id, "refresh_by": refresh_by, "now": moment},
+    )
+    state.refreshed_at = now
+
+
+def _result(answered: LastAnswer, accepted: bool, interval_s: float) -> bytes:
+    """The JSON of the `ReportResult`: its head, then the namespaces as answered."""
+    next_report_s = interval_s * EARLY_REPORT if answered.early else interval_s
+    head = ReportResult.model_construct(
+        accepted=accepted, reportIntervalMs=max(1, round(next_report_s * 1000)), namespaces={}
+    ).model_dump_json()
+    # `head` ends with the empty namespaces' "{}}": the namespaces go between its braces.
+    return head[:-2].encode() + answered.namespaces + b"}}"
 
 
 def _moved_markers(
