@@ -35,9 +35,10 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   1 s interval is how many worker processes one server process holds.
 
 At PIP-82's full scale the default run takes about ten minutes, most of it the first and
-settling broker intervals; ``--quick`` (20 reporters of 1,000 namespaces, shorter steps) takes under one.
-The database is set up in bulk (COPY), not through the API. Tokens are minted in-process
-with a fresh HS256 key handed to the server as ``RG_AUTH_TOKEN_SECRET_KEY``. Any failed
+settling broker intervals; ``--quick`` (20 reporters of 1,000 namespaces, shorter steps)
+takes about one. The database is set up in bulk (COPY), not through the API. Tokens are
+minted in-process with a fresh HS256 key handed to the server as
+``RG_AUTH_TOKEN_SECRET_KEY``. Any failed
 request (a status other than 200, a report not accepted, a broken connection, a timeout)
 is counted and makes the exit status 1.
 """
@@ -221,7 +222,7 @@ def _populate(database_url: str, layout: Layout, spark_groups: int) -> None:
 
 
 def _empty_usage(database_url: str) -> None:
-    """Forget the brokers' reports: the Spark server would purge them as long gone (its
+    """Forget the brokers' reports: the Spark server would delete them as long silent (its
     interval is 1 s), in one big transaction and then every second over the dead rows."""
     with psycopg.connect(database_url, autocommit=True) as connection:
         connection.execute("TRUNCATE quota_usage, quota_reporters")

@@ -176,7 +176,7 @@ class TestReports:
         assert result["namespaces"]["t/other"]["limits"] is None
         assert set(result["namespaces"]["t/other"]["allocations"].values()) == {-1}
 
-    def test_old_rows_are_purged(
+    def test_silent_reporters_and_their_rows_are_deleted(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
     ) -> None:
         report(servers[0], auth("job"), "old", body(clock, 100))
