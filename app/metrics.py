@@ -108,11 +108,17 @@ class GroupStats(Collector):
         self._groups: dict[str, tuple[float, int, Sequence[GroupTotals]]] = {}
         self.stale_after_s = stale_after_s
 
-    def record(self, groups: Iterable[tuple[str, int, Sequence[GroupTotals]]]) -> None:
-        """Each group's reporters and totals, as one report saw them."""
+    def record(self, group: str, reporters: int, totals: Sequence[GroupTotals]) -> None:
+        """A group's reporters and totals, as one report saw them."""
+        self._groups[group] = (self._clock(), reporters, totals)
+
+    def touch(self, groups: Iterable[str]) -> None:
+        """The groups' figures still hold (a report found nothing changed): not silent."""
         now = self._clock()
-        for group, reporters, totals in groups:
-            self._groups[group] = (now, reporters, totals)
+        known = self._groups
+        for group in groups:
+            if (figures := known.get(group)) is not None:
+                known[group] = (now, *figures[1:])
 
     def collect(self) -> Iterator[Metric]:
         horizon = self._clock() - self.stale_after_s

@@ -81,7 +81,7 @@ async def report_usage(request: Request, reporterId: ReporterId) -> Response:
             now=now,
             interval_s=interval_s,
             cache=state.report_cache,
-            observe=state.metrics.groups.record,
+            stats=state.metrics.groups,
         )
         if expire:
             store.expire(session, datetime.fromtimestamp(now, UTC), interval_s, state.report_cache)

@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from app.metrics import GroupTotals
 from app.quota.effective import Effective, NamespaceKey, Quotas
 from app.quota.statements import Figures
 
@@ -59,8 +58,6 @@ class Plan(NamedTuple):
     rates: dict[NamespaceKey, Rates]
     early: bool
     """Whether the reporter should report again soon (`Grant.report_after`)."""
-    totals: tuple[int, tuple[GroupTotals, ...]]
-    """The group's reporters and totals as the plan saw them, for the metrics."""
 
 
 class Answer(NamedTuple):
@@ -84,7 +81,7 @@ class ReporterState:
     refreshed_at: float = 0.0
     """When its rows were last refreshed (seconds since the epoch)."""
     observed_at: float = 0.0
-    """When its groups' totals were last recorded for the metrics."""
+    """When its groups' figures were last marked current in the metrics."""
     checked_at: float = 0.0
     """When the markers of its groups were last looked at."""
     full_check_at: float = 0.0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import cast
@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 
 from app.access import Principal
 from app.errors import Forbidden, NotFound
-from app.metrics import GroupTotals
+from app.metrics import GroupStats, GroupTotals
 from app.models import DIMENSIONS, NamespacePermission, Tenant
 from app.quota.allocator import (
     EARLY_REPORT,
@@ -80,9 +80,6 @@ ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_s
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
 _UNLIMITED: Rates = (None,) * len(DIMENSIONS)
-
-#: Takes each limited group's name, reporters and totals, as a report saw them.
-Observer = Callable[[Iterable[tuple[str, int, Sequence[GroupTotals]]]], None]
 
 
 def _new_token() -> int:
@@ -212,12 +209,12 @@ def submit(
     now: float,
     interval_s: float,
     cache: ReportCache,
-    observe: Observer | None = None,
+    stats: GroupStats | None = None,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
     the JSON of a `ReportResult`.
 
-    `observe` receives each limited group's totals as this report saw them (for metrics).
+    `stats` (the metrics) learns each group's totals as a plan of it saw them.
     """
     refs = {parse_namespace(ref): ref for ref in report.namespaces}
     connection, sql = statements(session)
@@ -270,7 +267,9 @@ def submit(
         for entry in entries:
             if entry.effective.group is not None and entry.effective.limited:
                 groups[entry.effective.group].append(entry)
-        replanned = _plan(connection, state.plans, reporter_id, groups, markers, moment, interval_s)
+        replanned = _plan(
+            connection, state.plans, reporter_id, groups, markers, moment, interval_s, stats
+        )
         _settle(entries, state.plans, replanned)
 
     if accepted:
@@ -294,10 +293,10 @@ def submit(
         event.listen(
             session, "after_commit", lambda _: cache.remember(reporter_id, state), once=True
         )
-    if observe is not None and not (steady and now - state.observed_at < interval_s):
-        # Steady, the totals are those last recorded: recorded again once an interval, so
-        # that the metrics do not take the group for silent.
-        observe((group, *plan.totals) for group, plan in state.plans.items())
+    if stats is not None and now - state.observed_at >= interval_s:
+        # Groups not planned again have the totals last recorded: marked current once an
+        # interval, so that the metrics do not take them for silent.
+        stats.touch(state.plans)
         state.observed_at = now
     return _result(answered, accepted, interval_s)
 
@@ -484,6 +483,7 @@ def _plan(
     markers: dict[str, int],
     now: datetime,
     interval_s: float,
+    stats: GroupStats | None,
 ) -> set[str]:
     """Plan again each group whose inputs changed since the reporter's last plan of it
     (``markers`` holds those whose marker moved); returns those groups."""
@@ -538,8 +538,9 @@ def _plan(
                 for entry, g in zip(entries, grants, strict=True)
             },
             early=any(grant.early for g in grants for grant in g if grant is not None),
-            totals=_totals(quotas, members, entries, grants),
         )
+        if stats is not None:
+            stats.record(group, *_totals(quotas, members, entries, grants))
     return set(stale)
 
 
