@@ -109,7 +109,10 @@ def _resolve(
     # forget too early, never keep what it changed.
     generation = None if cache is None else connection.execute(sql.generation).scalar()
     found = {} if cache is None else cache.effective(generation, keys)
-    unknown = [key for key in keys if key not in found] if found else keys
+    if len(found) == len(keys):
+        unknown = []
+    else:
+        unknown = [key for key in keys if key not in found] if found else keys
     if unknown:
         rows = EffectiveRows()
         read = {
@@ -244,7 +247,7 @@ def submit(
         and last.generation == generation
         and last.keys == keys
         and not markers
-        and _unchanged(refs, effective, rows, report.namespaces, covered_s)
+        and _unchanged(refs, rows, report.namespaces, covered_s)
     )
     if steady and known is not None:
         state = replace(known)  # shares its rows, plans and answers, which stay as they are
@@ -368,19 +371,18 @@ def _moved_markers(
 
 def _unchanged(
     refs: dict[NamespaceKey, str],
-    effective: dict[NamespaceKey, Effective],
     rows: dict[NamespaceKey, Row],
     namespaces: dict[str, NamespaceUsage],
     covered_s: float,
 ) -> bool:
-    """Whether every namespace has a row in its group whose figures need no rewrite."""
+    """Whether every namespace has a row whose figures need no rewrite.
+
+    Asked only under the admin generation of the reporter's last answer, whose report put
+    every row in its namespace's group: the groups need no second look.
+    """
     for key, ref in refs.items():
         row = rows.get(key)
-        if (
-            row is None
-            or row.group != effective[key].group
-            or _moved_since(row.figures, namespaces[ref], covered_s)
-        ):
+        if row is None or _moved_since(row.figures, namespaces[ref], covered_s):
             return False
     return True
 
