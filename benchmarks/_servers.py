@@ -107,6 +107,29 @@ def wait_ready(server: Server, headers: dict[str, str] | None = None) -> None:
     )
 
 
+def serve_rgadmin(workdir: Path, name: str, env: dict[str, str]) -> Server:
+    """``rgadmin serve`` in one process on a free port, ready; stopped again if it never is."""
+    port = free_port()
+    server = Server(
+        name=name,
+        command=[
+            *rgadmin(),
+            *("serve", "--host", HOST, "--port", str(port), "--workers", "1", "--no-access-log"),
+        ],
+        cwd=workdir,
+        port=port,
+        ready_path="/health",
+        log=workdir / f"{name}.log",
+    )
+    start(server, env)
+    try:
+        wait_ready(server)
+    except BaseException:
+        stop(server)
+        raise
+    return server
+
+
 def http_request(
     port: int,
     method: str,

@@ -59,12 +59,9 @@ from benchmarks._servers import (
     HOST,
     Server,
     clean_env,
-    free_port,
     process_tree_cpu_seconds,
-    rgadmin,
-    start,
+    serve_rgadmin,
     stop,
-    wait_ready,
 )
 
 if TYPE_CHECKING:
@@ -123,22 +120,9 @@ def admin_server(workdir: Path, report_interval_s: float | None) -> Iterator[Set
     }
     if report_interval_s is not None:
         env["RG_REPORT_INTERVAL_SECONDS"] = str(report_interval_s)
-    port = free_port()
-    server = Server(
-        name="rgadmin",
-        command=[
-            *rgadmin(),
-            *("serve", "--host", HOST, "--port", str(port), "--workers", "1", "--no-access-log"),
-        ],
-        cwd=workdir,
-        port=port,
-        ready_path="/health",
-        log=workdir / "server.log",
-    )
-    start(server, env)
+    server = serve_rgadmin(workdir, "rgadmin", env)
     try:
-        wait_ready(server)
-        url = f"http://{HOST}:{port}"
+        url = f"http://{HOST}:{server.port}"
         token = create_token(subject=SUPERUSER, secret_key=secret_key)
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as admin:
             setup = Setup(server, url, secret_key, admin)

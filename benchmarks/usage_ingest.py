@@ -78,12 +78,10 @@ from benchmarks._servers import (
     HOST,
     Server,
     clean_env,
-    free_port,
     process_tree_cpu_seconds,
     rgadmin,
-    start,
+    serve_rgadmin,
     stop,
-    wait_ready,
 )
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -285,28 +283,6 @@ class Meter:
         self.database_cpu = DatabaseCpu.spent(database, self.database.snapshot())
 
 
-def _start_server(workdir: Path, name: str, env: dict[str, str]) -> Server:
-    port = free_port()
-    server = Server(
-        name=name,
-        command=[
-            *rgadmin(),
-            *("serve", "--host", HOST, "--port", str(port), "--workers", "1", "--no-access-log"),
-        ],
-        cwd=workdir,
-        port=port,
-        ready_path="/health",
-        log=workdir / f"{name}.log",
-    )
-    start(server, env)
-    try:
-        wait_ready(server)
-    except BaseException:
-        stop(server)
-        raise
-    return server
-
-
 # shape (a): PIP-82's brokers
 
 
@@ -455,7 +431,7 @@ def _rows_written_since(database: DatabaseCpu, since: float) -> int:
 def _broker_scale(
     args: argparse.Namespace, layout: Layout, workdir: Path, env: dict[str, str], token: str
 ) -> dict[str, Any]:
-    server = _start_server(
+    server = serve_rgadmin(
         workdir, "broker-scale", {**env, "RG_REPORT_INTERVAL_SECONDS": str(BROKER_INTERVAL_S)}
     )
     database = DatabaseCpu(env["RG_DATABASE_URL"])
@@ -805,7 +781,7 @@ def _step_summary(step: StepResult, meter: Meter) -> dict[str, Any]:
 def _spark(
     args: argparse.Namespace, workdir: Path, env: dict[str, str], token: str
 ) -> dict[str, Any]:
-    server = _start_server(
+    server = serve_rgadmin(
         workdir, "spark", {**env, "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S)}
     )
     database = DatabaseCpu(env["RG_DATABASE_URL"])

@@ -117,7 +117,7 @@ async def get_policy(
         store.authorize_reporting(session, principal, [key])
         return NamespacePolicy(
             resourceGroup=effective.group,
-            limits=store.limits_of(effective),
+            limits=effective.limits,
             reportIntervalMs=round(request.app.state.settings.report_interval_seconds * 1000),
         )
 

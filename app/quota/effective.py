@@ -34,10 +34,6 @@ class Effective:
     limited: bool = False
     """Whether any dimension is limited."""
 
-    def quota(self, dim: str) -> float | None:
-        """The group's rate for a dimension, or None when it is unlimited (-1 or 0)."""
-        return self.quotas[DIMENSIONS.index(dim)]
-
 
 NO_GROUP = Effective(None, None)
 

@@ -60,14 +60,12 @@ from app.quota.statements import (
     statements,
     statements_for,
 )
-from app.schemas import ResourceGroupRead
 
 __all__ = [
     "Effective",
     "authorize_reporting",
     "effective_groups",
     "expire",
-    "limits_of",
     "parse_namespace",
     "release",
     "submit",
@@ -713,10 +711,6 @@ def _answer(
             answers[entry.key] = Answer(generation, plan_id, part)
         parts.append(part)
     return LastAnswer(keys, -1 if generation is None else generation, b",".join(parts), early)
-
-
-def limits_of(effective: Effective) -> ResourceGroupRead | None:
-    return effective.limits
 
 
 def release(

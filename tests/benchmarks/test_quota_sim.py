@@ -13,13 +13,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-# benchmarks/ is not an installed package: importable from the repository root only.
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks import quota_sim  # noqa: E402
-from benchmarks.quota_sim import (  # noqa: E402
+from benchmarks import quota_sim
+from benchmarks.quota_sim import (
     SCENARIOS,
     Member,
     Scenario,
@@ -30,6 +25,8 @@ from benchmarks.quota_sim import (  # noqa: E402
 )
 
 NAMES = sorted(path.stem for path in SCENARIOS.glob("*.json"))
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @cache

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
+from benchmarks.spark_throttle import logged
 from rgspark import (
     AuthenticationError,
     ConfigurationError,
@@ -54,20 +55,6 @@ REL = 0.3  # tolerance on rates measured over a window of a few seconds
 # ---------------------------------------------------------------------------------------------
 # Helpers. Whatever runs in Spark's Python workers is defined inside a function, so that
 # cloudpickle ships it by value: workers cannot import this test module.
-
-
-def logged(df: DataFrame, directory: Path | None) -> DataFrame:
-    """`df`, noting in `directory` when each batch of rows reached this operator: one line,
-    ``<epoch seconds> <rows>``, per batch (None: notes nothing)."""
-
-    def log(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            if directory is not None:
-                with (directory / f"{os.getpid()}.log").open("a") as out:
-                    out.write(f"{time.time()} {batch.num_rows}\n")
-            yield batch
-
-    return df.mapInArrow(log, df.schema)
 
 
 def run(df: DataFrame) -> None:
