@@ -170,6 +170,23 @@ def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) ->
     return abs(after - before) > tolerance * max(abs(before), abs(after), 1.0)
 
 
+def held_range(before: float, tolerance: float = SIGNIFICANT_CHANGE) -> tuple[float, float]:
+    """The figures that have not `moved` from ``before`` (0 or more), as ``(low, high)``:
+    ``not moved(before, after)`` exactly when ``low <= after <= high``, up to rounding.
+
+    Checking a figure is then two comparisons, which is what a steady report of thousands
+    of namespaces needs.
+    """
+    # Down: moved once before - after > tolerance * max(before, 1).
+    low = before - tolerance * max(before, 1.0)
+    # Up: moved once after - before > tolerance * max(after, 1); solved for after, on
+    # whichever side of 1 it lands.
+    high = before / (1.0 - tolerance)
+    if high < 1.0:
+        high = before + tolerance
+    return low, high
+
+
 def _check(reports: Sequence[Report]) -> None:
     seen: set[str] = set()
     for report in reports:

@@ -18,6 +18,7 @@ What a report learns is remembered only once its transaction commits.
 from __future__ import annotations
 
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -97,6 +98,10 @@ class LastAnswer(NamedTuple):
     namespaces: bytes
     """The JSON of the answer's namespaces, without their braces."""
     early: bool
+    held: array[float]
+    """What makes the next report steady: per namespace in `keys`, per dimension, the
+    range of usage (per second) and then of demand that its stored row holds, as
+    ``low, high, low, high``; NaN where no row is stored (nothing is then in range)."""
 
 
 class ReportCache:

@@ -18,9 +18,11 @@ at its next report; until then it keeps its grants, which the same inputs would 
 from __future__ import annotations
 
 import json
+import math
 import secrets
+from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import cast
@@ -38,6 +40,7 @@ from app.quota.allocator import (
     UNKNOWN,
     Grant,
     Report,
+    held_range,
     moved,
     plan,
 )
@@ -54,6 +57,7 @@ from app.quota.schemas import (
 )
 from app.quota.statements import (
     ALLOCATION,
+    DEMAND,
     FIGURE_COLUMNS,
     USAGE,
     Figures,
@@ -245,7 +249,7 @@ def submit(
         and last.generation == generation
         and last.keys == keys
         and not markers
-        and _unchanged(refs, rows, report.namespaces, covered_s)
+        and _held_still(last.held, _figures_of(report), covered_s)
     )
     if steady and known is not None:
         state = replace(known)  # shares its rows, plans and answers, which stay as they are
@@ -367,22 +371,54 @@ def _moved_markers(
     return moved, known.full_check_at
 
 
-def _unchanged(
-    refs: dict[NamespaceKey, str],
-    rows: dict[NamespaceKey, Row],
-    namespaces: dict[str, NamespaceUsage],
-    covered_s: float,
+def _figures_of(report: UsageReport) -> Iterable[Mapping[str, DimensionUsage | None]]:
+    """Each namespace's figures, in the report's order, by dimension name."""
+    return cast(Iterable[Mapping[str, DimensionUsage | None]], report.namespaces.values())
+
+
+def _held_still(
+    held: array[float], namespaces: Iterable[Mapping[str, DimensionUsage | None]], covered_s: float
 ) -> bool:
-    """Whether every namespace has a row whose figures need no rewrite.
+    """Whether every namespace's figures are within the ranges its row holds (``held``, in
+    the same order): so no figure moved enough to be recorded anew.
 
     Asked only under the admin generation of the reporter's last answer, whose report put
-    every row in its namespace's group: the groups need no second look.
+    every row in its namespace's group: the groups need no second look. Two comparisons a
+    figure, over one flat array: this runs over every namespace of every steady report.
     """
-    for key, ref in refs.items():
-        row = rows.get(key)
-        if row is None or _moved_since(row.figures, namespaces[ref], covered_s):
-            return False
+    bound = 0
+    for usage in namespaces:
+        for name in DIMENSION_NAMES:
+            figures = usage.get(name)
+            if figures is None:  # left out: counts as 0
+                used = demand = 0.0
+            else:
+                used = figures["used"] / covered_s
+                demand = figures["demand"]
+            if not (
+                held[bound] <= used <= held[bound + 1]
+                and held[bound + 2] <= demand <= held[bound + 3]
+            ):
+                return False
+            bound += 4
     return True
+
+
+def _held(keys: Iterable[NamespaceKey], rows: dict[NamespaceKey, Row]) -> array[float]:
+    """The ranges `_held_still` checks a report against."""
+    held = array("d")
+    for key in keys:
+        row = rows.get(key)
+        if row is None:
+            held.extend(_NOT_HELD)
+            continue
+        for index in range(len(DIMENSION_NAMES)):
+            held.extend(held_range(row.figures[3 * index + USAGE]))
+            held.extend(held_range(row.figures[3 * index + DEMAND]))
+    return held
+
+
+_NOT_HELD = array("d", [math.nan] * 4 * len(DIMENSION_NAMES))
 
 
 def _stored_rows(connection: Connection, reporter_id: str) -> dict[NamespaceKey, Row]:
@@ -710,7 +746,13 @@ def _answer(
         if generation is not None:
             answers[entry.key] = Answer(generation, plan_id, part)
         parts.append(part)
-    return LastAnswer(keys, -1 if generation is None else generation, b",".join(parts), early)
+    return LastAnswer(
+        keys,
+        -1 if generation is None else generation,
+        b",".join(parts),
+        early,
+        _held(keys, state.rows),
+    )
 
 
 def release(

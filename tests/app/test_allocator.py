@@ -14,6 +14,8 @@ from app.quota.allocator import (
     Grant,
     Report,
     allocate,
+    held_range,
+    moved,
     plan,
 )
 from app.quota.fair import max_min_fair
@@ -205,3 +207,40 @@ class TestContract:
 
     def test_the_bucket_holds_a_tenth_of_a_second(self) -> None:
         assert Grant(500, 500, False).capacity == 500 * BURST_S == 50
+
+
+class TestHeldFigures:
+    @pytest.mark.parametrize(
+        ("before", "after", "is_moved"),
+        [
+            (100, 104.9, False),
+            (100, 105.3, True),  # up: 5% of the figure after the move
+            (100, 95.1, False),
+            (100, 94.9, True),  # down: 5% of the figure before it
+            (0.5, 0.549, False),  # under 1, 0.05 is the step
+            (0.5, 0.551, True),
+            (0, 0.049, False),
+            (0, 0.051, True),
+        ],
+    )
+    def test_moves_of_five_percent_are_news(
+        self, before: float, after: float, is_moved: bool
+    ) -> None:
+        assert moved(before, after) is is_moved
+        low, high = held_range(before)
+        assert (not low <= after <= high) is is_moved
+
+    def test_the_held_range_is_what_has_not_moved(self) -> None:
+        # Random figures across the scales reports carry, both sides of 1 included: the
+        # range agrees with `moved` wherever rounding cannot decide.
+        rng = random.Random(5)
+        checked = 0
+        for _ in range(20_000):
+            before = 10 ** rng.uniform(-3, 9) if rng.random() < 0.95 else 0.0
+            after = max(0.0, before * rng.uniform(0.9, 1.1) + rng.uniform(-0.1, 0.1))
+            low, high = held_range(before)
+            if min(abs(after - low), abs(after - high)) <= 1e-9 * max(after, 1.0):
+                continue
+            assert moved(before, after) is not (low <= after <= high), (before, after)
+            checked += 1
+        assert checked > 19_000

@@ -211,6 +211,19 @@ class TestWhatServersRemember:
             report(servers[0], job, "r", body(clock, demand))
             assert stored_demand(engine, "r") == stored
 
+    def test_a_dimension_left_out_is_recorded_as_zero(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        job = auth("job")
+        for _ in range(2):  # the second is answered from memory
+            clock.now += INTERVAL_S
+            report(servers[0], job, "r", body(clock, 300))
+        assert stored_demand(engine, "r") == 300
+        clock.now += INTERVAL_S
+        stopped = {**body(clock, 0), "namespaces": {"t/ns": {}}}  # no longer publishes
+        report(servers[0], job, "r", stopped)
+        assert stored_demand(engine, "r") == 0
+
     def test_a_reporter_moving_between_servers_sees_its_own_writes(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
     ) -> None:
