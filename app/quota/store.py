@@ -384,23 +384,24 @@ def _held_still(
 
     Asked only under the admin generation of the reporter's last answer, whose report put
     every row in its namespace's group: the groups need no second look. Two comparisons a
-    figure, over one flat array: this runs over every namespace of every steady report.
+    figure, read in order from one flat array: this runs over every namespace of every
+    steady report.
     """
-    bound = 0
+    bounds = iter(held)
+    # A dimension's ranges: low, high, low, high.
+    ranges = zip(bounds, bounds, bounds, bounds, strict=True)
     for usage in namespaces:
         for name in DIMENSION_NAMES:
+            low_used, high_used, low_demand, high_demand = next(ranges)
             figures = usage.get(name)
             if figures is None:  # left out: counts as 0
-                used = demand = 0.0
-            else:
-                used = figures["used"] / covered_s
-                demand = figures["demand"]
-            if not (
-                held[bound] <= used <= held[bound + 1]
-                and held[bound + 2] <= demand <= held[bound + 3]
+                if not (low_used <= 0.0 <= high_used and low_demand <= 0.0 <= high_demand):
+                    return False
+            elif not (
+                low_used <= figures["used"] / covered_s <= high_used
+                and low_demand <= figures["demand"] <= high_demand
             ):
                 return False
-            bound += 4
     return True
 
 
