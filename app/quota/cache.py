@@ -93,13 +93,14 @@ class LastAnswer(NamedTuple):
     """A whole answer's namespaces, given again as they were while nothing they come from
     changed: the namespaces asked about, the admin generation, and the plans."""
 
-    keys: list[NamespaceKey]
+    refs: list[str]
+    """The namespaces answered about, as the report named them."""
     generation: int
     namespaces: bytes
     """The JSON of the answer's namespaces, without their braces."""
     early: bool
     held: array[float]
-    """What makes the next report steady: per namespace in `keys`, per dimension, the
+    """What makes the next report steady: per namespace in `refs`, per dimension, the
     range of usage (per second) and then of demand that its stored row holds, as
     ``low, high, low, high``; NaN where no row is stored (nothing is then in range)."""
 
@@ -149,6 +150,19 @@ class ReportCache:
                 return None
             self._reporters.move_to_end(reporter_id)
             return state
+
+    def last_answer(self, reporter_id: str, generation: int, refs: list[str]) -> LastAnswer | None:
+        """The reporter's last answer, if it was about ``refs`` under ``generation``.
+
+        Whatever became of the reporter's rows since, those namespaces exist, in the
+        groups that answer gave.
+        """
+        with self._lock:
+            state = self._reporters.get(reporter_id)
+        last = None if state is None else state.last
+        if last is None or last.generation != generation or last.refs != refs:
+            return None
+        return last
 
     def remember(self, reporter_id: str, state: ReporterState) -> None:
         with self._lock:

@@ -98,34 +98,35 @@ def effective_groups(
     session: Session, keys: Iterable[NamespaceKey], cache: ReportCache | None = None
 ) -> dict[NamespaceKey, Effective]:
     """Each namespace's effective group and its limits; NotFound names a missing namespace."""
-    return _resolve(session, keys, cache)[1]
-
-
-def _resolve(
-    session: Session, keys: Iterable[NamespaceKey], cache: ReportCache | None
-) -> tuple[int | None, dict[NamespaceKey, Effective]]:
-    """`effective_groups`, and the admin generation they hold for (None when unknown)."""
-    keys = list(keys)
     connection, sql = statements(session)
-    # The generation is read first: a write committed after it can only make the cache
-    # forget too early, never keep what it changed.
-    generation = None if cache is None else connection.execute(sql.generation).scalar()
+    generation = None if cache is None else connection.execute(sql.generation).scalar_one()
+    return _effective(connection, list(keys), cache, generation)
+
+
+def _effective(
+    connection: Connection,
+    keys: list[NamespaceKey],
+    cache: ReportCache | None,
+    generation: int | None,
+) -> dict[NamespaceKey, Effective]:
+    """`effective_groups`, remembered under the admin generation (read before, so that a
+    write committed after it can only make the cache forget too early, never keep what it
+    changed)."""
     found = {} if cache is None else cache.effective(generation, keys)
     if len(found) == len(keys):
-        unknown = []
-    else:
-        unknown = [key for key in keys if key not in found] if found else keys
-    if unknown:
-        rows = EffectiveRows()
-        read = {
-            (row[0], row[1]): rows.of(row[2], row[3:])
-            for row in connection.execute(sql.namespaces, sql.keys(unknown))
-        }
-        _missing(unknown, read)
-        if cache is not None:
-            cache.remember_effective(generation, read)
-        found.update(read)
-    return generation, found
+        return found
+    unknown = [key for key in keys if key not in found] if found else keys
+    sql = statements_for(connection)
+    rows = EffectiveRows()
+    read = {
+        (row[0], row[1]): rows.of(row[2], row[3:])
+        for row in connection.execute(sql.namespaces, sql.keys(unknown))
+    }
+    _missing(unknown, read)
+    if cache is not None:
+        cache.remember_effective(generation, read)
+    found.update(read)
+    return found
 
 
 def authorize_reporting(
@@ -205,6 +206,14 @@ class _Entry:
     """The marker of the group's plan that the grants come from."""
 
 
+def _look_up(
+    connection: Connection, names: list[str], cache: ReportCache, generation: int
+) -> tuple[dict[NamespaceKey, str], dict[NamespaceKey, Effective]]:
+    """A report's namespaces by key, with their effective groups."""
+    refs = {parse_namespace(ref): ref for ref in names}
+    return refs, _effective(connection, list(refs), cache, generation)
+
+
 def submit(
     session: Session,
     *,
@@ -221,15 +230,20 @@ def submit(
 
     `stats` (the metrics) learns each group's totals as a plan of it saw them.
     """
-    refs = {parse_namespace(ref): ref for ref in report.namespaces}
+    names = list(report.namespaces)
     connection, sql = statements(session)
     if sql.postgresql:
         # Usage rows are soft state, rewritten every few intervals and stale after three:
         # a crash may lose the last moments of them, so a report need not wait for its
         # commit to reach the disk, which costs a Spark worker's report more than its work.
         connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-    generation, effective = _resolve(session, refs, cache)
-    authorize_reporting(session, principal, refs)
+    generation: int = connection.execute(sql.generation).scalar_one()
+    # Namespaces that this process last answered the reporter about under the same admin
+    # generation exist, in the groups answered: looked up again only for a report that
+    # turns out not to be steady.
+    repeated = cache.last_answer(reporter_id, generation, names)
+    looked_up = None if repeated else _look_up(connection, names, cache, generation)
+    authorize_reporting(session, principal, map(parse_namespace, names))
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)
     token = claim_reporter(session, principal, reporter_id, moment, alive=accepted)
@@ -237,7 +251,6 @@ def submit(
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else _stored_rows(connection, reporter_id)
     covered_s = report.intervalMs / 1000
-    keys = list(refs)
     last = known.last if known is not None else None
     markers, full_check_at = _moved_markers(connection, reporter_id, known, now, interval_s)
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
@@ -245,9 +258,7 @@ def submit(
     steady = (
         known is not None
         and last is not None
-        and generation is not None
-        and last.generation == generation
-        and last.keys == keys
+        and last is repeated
         and not markers
         and _held_still(last.held, _figures_of(report), covered_s)
     )
@@ -255,6 +266,7 @@ def submit(
         state = replace(known)  # shares its rows, plans and answers, which stay as they are
         state.checked_at, state.full_check_at = now, full_check_at
         entries: list[_Entry] = []
+        dropped: list[NamespaceKey] = []
     else:
         state = ReporterState(
             token=token or 0,
@@ -264,10 +276,12 @@ def submit(
             checked_at=now,
             full_check_at=full_check_at,
         )
+        refs, effective = looked_up or _look_up(connection, names, cache, generation)
         entries = [
             _entry(key, ref, effective[key], rows.get(key), report.namespaces[ref], covered_s)
             for key, ref in refs.items()
         ]
+        dropped = [key for key in rows if key not in refs]
         groups: dict[str, list[_Entry]] = defaultdict(list)
         for entry in entries:
             if entry.effective.group is not None and entry.effective.limited:
@@ -278,7 +292,6 @@ def submit(
         _settle(entries, state.plans, replanned)
 
     if accepted:
-        dropped = [] if steady else [key for key in rows if key not in refs]
         if _write(connection, reporter_id, entries, [(key, rows[key]) for key in dropped], moment):
             state.token = _new_token()
             connection.execute(sql.retoken, {"reporter": reporter_id, "token": state.token})
@@ -291,7 +304,7 @@ def submit(
         _refresh(connection, reporter_id, state, known, now, interval_s)
     # When steady, nothing an answer comes from changed (groups, plans, namespaces): the
     # last one holds.
-    answered = last if steady and last is not None else _answer(state, entries, keys, generation)
+    answered = last if steady and last is not None else _answer(state, entries, generation)
     state.last = answered
     if accepted and token is not None:
         # Remembered once committed: a rolled-back report must not be taken for stored.
@@ -710,8 +723,7 @@ def _remark(connection: Connection, groups: Iterable[str], now: datetime) -> Non
 def _answer(
     state: ReporterState,
     entries: list[_Entry],
-    keys: list[NamespaceKey],
-    generation: int | None,
+    generation: int,
 ) -> LastAnswer:
     """The answer's namespaces: the JSON of a `ReportResult`'s, and whether to report early.
 
@@ -744,15 +756,14 @@ def _answer(
             },
         )
         part = b"%s:%s" % (json.dumps(entry.ref).encode(), allocation.model_dump_json().encode())
-        if generation is not None:
-            answers[entry.key] = Answer(generation, plan_id, part)
+        answers[entry.key] = Answer(generation, plan_id, part)
         parts.append(part)
     return LastAnswer(
-        keys,
-        -1 if generation is None else generation,
+        [entry.ref for entry in entries],
+        generation,
         b",".join(parts),
         early,
-        _held(keys, state.rows),
+        _held([entry.key for entry in entries], state.rows),
     )
 
 
