@@ -135,8 +135,11 @@ class Statements:
             self._among(QuotaGroup.name, "groups")
         )
         #: (name, marker) of every group whose marker changed after ``since``
-        self.changed_markers = select(QuotaGroup.name, QuotaGroup.marker).where(
-            QuotaGroup.changed_at > bindparam("since")
+        self.changed_markers = (
+            select(QuotaGroup.name, QuotaGroup.marker)
+            .where(QuotaGroup.changed_at > bindparam("since"))
+            .order_by(QuotaGroup.changed_at)
+            .limit(bindparam("limit"))
         )
         markers = self._insert(QuotaGroup.__table__)
         self.remark = markers.values(

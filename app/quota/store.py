@@ -81,6 +81,7 @@ REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing
 ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_settle`
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
+FEW_MARKERS = 100  # changed markers a report reads rather than compare all its rows
 _UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 
 
@@ -365,23 +366,30 @@ def _moved_markers(
     Read before the peers (in `_plan`), so that a change committed in between makes the next
     report plan again, never one too few. A full look has the database compare every row
     of the reporter with its group's marker; in between, a look at the markers changed
-    since the last one (none at all in a steady state) will do. That one looks
-    `LATE_COMMIT_S` further back (an interval at most), for changes that committed later than
-    they were made; one that took longer still is found by the next full look,
-    `REFRESH_INTERVALS` - 1 intervals on.
+    since the last one (none at all in a steady state) will do, unless more of them changed
+    than the reporter has rows. That one looks `LATE_COMMIT_S` further back (an interval at
+    most), for changes that committed later than they were made; one that took longer still
+    is found by the next full look, `REFRESH_INTERVALS` - 1 intervals on.
     """
     sql = statements_for(connection)
-    if known is None or now - known.full_check_at >= (REFRESH_INTERVALS - 1) * interval_s:
-        found = connection.execute(sql.stale, {"reporter_id": reporter_id})
-        return {name: marker for name, marker in found}, now
-    since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
-    plans = known.plans
-    moved = {
-        name: marker
-        for name, marker in connection.execute(sql.changed_markers, {"since": since})
-        if (plan := plans.get(name)) is not None and plan.marker != marker
-    }
-    return moved, known.full_check_at
+    if known is not None and now - known.full_check_at < (REFRESH_INTERVALS - 1) * interval_s:
+        since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
+        # Limited and in index order, so that the database reads only what changed even when
+        # its statistics are too old to tell it how little that is.
+        limit = max(len(known.rows), FEW_MARKERS)
+        changed = connection.execute(
+            sql.changed_markers, {"since": since, "limit": limit + 1}
+        ).all()
+        if len(changed) <= limit:
+            plans = known.plans
+            moved = {
+                name: marker
+                for name, marker in changed
+                if (plan := plans.get(name)) is not None and plan.marker != marker
+            }
+            return moved, known.full_check_at
+    found = connection.execute(sql.stale, {"reporter_id": reporter_id})
+    return {name: marker for name, marker in found}, now
 
 
 def _figures_of(report: UsageReport) -> Iterable[Mapping[str, DimensionUsage | None]]:
