@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, insert, select
 
 from app.main import create_app
-from app.models import QuotaReporter, QuotaUsage
+from app.models import QuotaGroup, QuotaReporter, QuotaUsage
+from app.quota.store import FEW_MARKERS
 from tests.conftest import SUPERUSER, make_settings
 
 Auth = Callable[[str], dict[str, str]]
@@ -245,6 +247,33 @@ class TestWhatServersRemember:
         # Demands 100 and 800 leave 100 spare, shared in proportion as growth room.
         assert rates["a"] == pytest.approx(100 * (1 + 100 / 900), rel=0.02)
         assert rates["b"] == pytest.approx(800 * (1 + 100 / 900), rel=0.02)
+
+    def test_a_change_among_many_others_is_found(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        # More groups changed than the reporter reads one by one: it compares all its rows.
+        job = auth("job")
+        rates: dict[str, float] = {}
+        for _ in range(4):
+            clock.now += INTERVAL_S
+            rates["a"] = allocated(report(servers[0], job, "a", body(clock, 800)))
+            rates["b"] = allocated(report(servers[1], job, "b", body(clock, 800)))
+        assert rates["a"] == pytest.approx(QUOTA / 2, rel=0.05)
+        clock.now += INTERVAL_S
+        report(servers[0], job, "a", body(clock, 800))  # its periodic full look
+        report(servers[1], job, "b", body(clock, 100))  # changes rg's marker
+        busy = datetime.fromtimestamp(clock.now - INTERVAL_S / 2, UTC)  # just before
+        with engine.begin() as connection:
+            connection.execute(
+                insert(QuotaGroup),
+                [
+                    {"name": f"busy-{index}", "marker": index, "changed_at": busy}
+                    for index in range(FEW_MARKERS + 1)
+                ],
+            )
+        clock.now += INTERVAL_S
+        # Server 0 learns that b wants less, and lets a grow.
+        assert allocated(report(servers[0], job, "a", body(clock, 800))) > QUOTA / 2 * 1.1
 
     def test_a_namespace_moved_to_another_group_frees_its_share(
         self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
