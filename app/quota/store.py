@@ -81,7 +81,9 @@ REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing
 ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_settle`
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
-FEW_MARKERS = 100  # changed markers a report reads rather than compare all its rows
+# A report reads the markers changed since its last one, unless more changed than this (or
+# than it has rows): then the database compares all its rows with their groups' markers.
+FEW_MARKERS = 100
 _UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 
 
