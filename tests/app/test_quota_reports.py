@@ -87,6 +87,19 @@ def allocated(result: dict[str, Any], ns: str = "t/ns") -> float:
     return rate
 
 
+def both_want_800(
+    servers: list[FastAPI], headers: dict[str, str], clock: FakeClock, rounds: int
+) -> dict[str, float]:
+    """Reporters a (on server 0) and b (on server 1) each want 800, for ``rounds``
+    intervals: their last allocations."""
+    rates: dict[str, float] = {}
+    for _ in range(rounds):
+        clock.now += INTERVAL_S
+        rates["a"] = allocated(report(servers[0], headers, "a", body(clock, 800)))
+        rates["b"] = allocated(report(servers[1], headers, "b", body(clock, 800)))
+    return rates
+
+
 def stored_rows(engine: Engine) -> int:
     with engine.connect() as connection:
         return int(connection.scalar(select(func.count()).select_from(QuotaUsage)) or 0)
@@ -113,12 +126,7 @@ class TestReports:
     def test_reporters_on_two_servers_share_the_quota(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
     ) -> None:
-        job = auth("job")
-        rates: dict[str, float] = {}
-        for _ in range(6):
-            clock.now += INTERVAL_S
-            rates["a"] = allocated(report(servers[0], job, "a", body(clock, 800)))
-            rates["b"] = allocated(report(servers[1], job, "b", body(clock, 800)))
+        rates = both_want_800(servers, auth("job"), clock, rounds=6)
         assert rates["a"] == pytest.approx(QUOTA / 2, rel=0.05)
         assert rates["b"] == pytest.approx(QUOTA / 2, rel=0.05)
         assert sum(rates.values()) <= QUOTA * 1.05
@@ -253,12 +261,9 @@ class TestWhatServersRemember:
     ) -> None:
         # More groups changed than the reporter reads one by one: it compares all its rows.
         job = auth("job")
-        rates: dict[str, float] = {}
-        for _ in range(4):
-            clock.now += INTERVAL_S
-            rates["a"] = allocated(report(servers[0], job, "a", body(clock, 800)))
-            rates["b"] = allocated(report(servers[1], job, "b", body(clock, 800)))
-        assert rates["a"] == pytest.approx(QUOTA / 2, rel=0.05)
+        assert both_want_800(servers, job, clock, rounds=4)["a"] == pytest.approx(
+            QUOTA / 2, rel=0.05
+        )
         clock.now += INTERVAL_S
         report(servers[0], job, "a", body(clock, 800))  # its periodic full look
         report(servers[1], job, "b", body(clock, 100))  # changes rg's marker
