@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from app.api import deps
 from app.api.security import principal_of
 from app.errors import BadRequest, Forbidden, NotFound, Unauthorized, responses
-from app.quota import store
+from app.quota import reporters, store
 from app.quota.schemas import REPORTER_ID_PATTERN, NamespacePolicy, ReportResult, UsageReport
 from app.schemas import NamespaceName, TenantName
 
@@ -84,7 +84,9 @@ async def report_usage(request: Request, reporterId: ReporterId) -> Response:
             stats=state.metrics.groups,
         )
         if expire:
-            store.expire(session, datetime.fromtimestamp(now, UTC), interval_s, state.report_cache)
+            reporters.expire(
+                session, datetime.fromtimestamp(now, UTC), interval_s, state.report_cache
+            )
         return result
 
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
@@ -99,7 +101,7 @@ async def release_reporter(request: Request, reporterId: ReporterId) -> None:
     now = datetime.fromtimestamp(state.clock(), UTC)
 
     def work(session: deps.Session) -> None:
-        store.release(session, principal, reporterId, now, state.report_cache)
+        reporters.release(session, principal, reporterId, now, state.report_cache)
 
     await deps.write(request, work)
 
@@ -114,7 +116,7 @@ async def get_policy(
 
     def work(session: deps.Session) -> NamespacePolicy:
         effective = store.effective_groups(session, [key], request.app.state.report_cache)[key]
-        store.authorize_reporting(session, principal, [key])
+        reporters.authorize_reporting(session, principal, [key])
         return NamespacePolicy(
             resourceGroup=effective.group,
             limits=effective.limits,

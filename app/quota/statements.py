@@ -10,7 +10,9 @@ the columns needed (no ORM objects), because a report may carry thousands of nam
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import secrets
+from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -262,3 +264,16 @@ def statements(session: Session) -> tuple[Connection, Statements]:
 
 def statements_for(connection: Connection) -> Statements:
     return _statements(connection.dialect.name)
+
+
+def new_token() -> int:
+    """A random token: rows tokens, plan ids and markers are told apart by these."""
+    return secrets.randbits(63)
+
+
+def remark(connection: Connection, groups: Iterable[str], now: datetime) -> None:
+    """Give the groups new markers: their reporters plan them again at their next report."""
+    # Sorted: concurrent reports lock markers in one order, so never wait on each other.
+    rows = [{"name": group, "marker": new_token(), "now": now} for group in sorted(set(groups))]
+    if rows:
+        connection.execute(statements_for(connection).remark, rows)

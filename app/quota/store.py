@@ -13,43 +13,41 @@ fresh (without new figures: held figures stay what every plan saw). Whenever one
 allocator's inputs changes (a row's figures or allocation, a reporter gone, a namespace
 moved to another group) the group's marker changes, and each reporter plans the group again
 at its next report; until then it keeps its grants, which the same inputs would give again.
+
+Who may report, and when a reporter is gone, is `app.quota.reporters`; which figures moved
+enough to be recorded, `app.quota.figures`.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import secrets
-from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import cast
 
-from sqlalchemy import Connection, event, select, tuple_
+from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session
 
 from app.access import Principal
-from app.errors import Forbidden, NotFound
+from app.errors import NotFound
 from app.metrics import GroupStats, GroupTotals
-from app.models import DIMENSIONS, NamespacePermission, Tenant
+from app.models import DIMENSIONS
 from app.quota.allocator import (
     EARLY_REPORT,
-    SIGNIFICANT_CHANGE,
     UNKNOWN,
     Grant,
     Report,
-    held_range,
     moved,
     plan,
 )
 from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
 from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
+from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
+from app.quota.reporters import SILENT_INTERVALS, authorize_reporting, claim_reporter
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
-    DimensionUsage,
     NamespaceAllocation,
     NamespaceUsage,
     ReportResult,
@@ -57,38 +55,24 @@ from app.quota.schemas import (
 )
 from app.quota.statements import (
     ALLOCATION,
-    DEMAND,
     FIGURE_COLUMNS,
-    USAGE,
     Figures,
+    new_token,
+    remark,
     statements,
     statements_for,
 )
 
-__all__ = [
-    "Effective",
-    "authorize_reporting",
-    "effective_groups",
-    "expire",
-    "parse_namespace",
-    "release",
-    "submit",
-]
+__all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
-SILENT_INTERVALS = 3  # a reporter not heard from for this long is gone
 REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing moved
 ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_settle`
-REPORTING_ACTIONS = frozenset({"produce", "consume"})
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
 # A report reads the markers changed since its last one, unless more changed than this (or
 # than it has rows): then the database compares all its rows with their groups' markers.
 FEW_MARKERS = 100
 _UNLIMITED: Rates = (None,) * len(DIMENSIONS)
-
-
-def _new_token() -> int:
-    return secrets.randbits(63)
 
 
 def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Effective]) -> None:
@@ -130,63 +114,6 @@ def _effective(
         cache.remember_effective(generation, read)
     found.update(read)
     return found
-
-
-def authorize_reporting(
-    session: Session, principal: Principal, keys: Iterable[NamespaceKey]
-) -> None:
-    """Namespace clients report only for namespaces they may produce to or consume from."""
-    if principal.is_superuser:
-        return
-    keys = set(keys)
-    granted = session.execute(
-        select(
-            NamespacePermission.tenant, NamespacePermission.namespace, NamespacePermission.actions
-        )
-        .where(NamespacePermission.role == principal.role)
-        .where(tuple_(NamespacePermission.tenant, NamespacePermission.namespace).in_(keys))
-    )
-    allowed = {(t, ns) for t, ns, actions in granted if REPORTING_ACTIONS & set(actions)}
-    tenants = {tenant for tenant, _ in keys - allowed}
-    if tenants:
-        admin_of = {
-            name
-            for name, roles in session.execute(
-                select(Tenant.name, Tenant.admin_roles).where(Tenant.name.in_(tenants))
-            )
-            if principal.role in roles
-        }
-        allowed |= {key for key in keys if key[0] in admin_of}
-    denied = sorted(keys - allowed)
-    if denied:
-        tenant, namespace = denied[0]
-        raise Forbidden(
-            f"Role {principal.role} may not report for namespace {tenant}/{namespace}: "
-            "it needs the produce or consume permission"
-        )
-
-
-def claim_reporter(
-    session: Session, principal: Principal, reporter_id: str, now: datetime, *, alive: bool
-) -> int | None:
-    """The reporter belongs to the role that first reported with it; mark it alive.
-
-    Returns the token of its rows, None if it has none.
-    """
-    connection, sql = statements(session)
-    if alive:
-        # One statement: marked alive, and the owner returned. Refused, the transaction
-        # rolls back, and the mark with it.
-        owner, token = connection.execute(
-            sql.claim,
-            {"reporter_id": reporter_id, "role": principal.role, "now": now, "token": _new_token()},
-        ).one()
-    else:
-        found = connection.execute(sql.owner, {"reporter_id": reporter_id}).one_or_none()
-        owner, token = (None, None) if found is None else found
-    if owner is not None and owner != principal.role and not principal.is_superuser:
-        raise Forbidden(f"Reporter {reporter_id} belongs to another role")
-    return token  # type: ignore[no-any-return]
 
 
 @dataclass(slots=True)
@@ -263,7 +190,7 @@ def submit(
         and last is not None
         and last is repeated
         and not markers
-        and _held_still(last.held, _figures_of(report), covered_s)
+        and held_still(last.held, figures_of(report), covered_s)
     )
     if steady and known is not None:
         state = replace(known)  # shares its rows, plans and answers, which stay as they are
@@ -296,7 +223,7 @@ def submit(
 
     if accepted:
         if _write(connection, reporter_id, entries, [(key, rows[key]) for key in dropped], moment):
-            state.token = _new_token()
+            state.token = new_token()
             connection.execute(sql.retoken, {"reporter": reporter_id, "token": state.token})
             state.rows = {
                 entry.key: Row(entry.figures, entry.effective.group, entry.planned)
@@ -394,57 +321,6 @@ def _moved_markers(
     return {name: marker for name, marker in found}, now
 
 
-def _figures_of(report: UsageReport) -> Iterable[Mapping[str, DimensionUsage | None]]:
-    """Each namespace's figures, in the report's order, by dimension name."""
-    return cast(Iterable[Mapping[str, DimensionUsage | None]], report.namespaces.values())
-
-
-def _held_still(
-    held: array[float], namespaces: Iterable[Mapping[str, DimensionUsage | None]], covered_s: float
-) -> bool:
-    """Whether every namespace's figures are within the ranges its row holds (``held``, in
-    the same order): so no figure moved enough to be recorded anew.
-
-    Asked only under the admin generation of the reporter's last answer, whose report put
-    every row in its namespace's group: the groups need no second look. Two comparisons a
-    figure, read in order from one flat array: this runs over every namespace of every
-    steady report.
-    """
-    bounds = iter(held)
-    # A dimension's ranges: low, high, low, high.
-    ranges = zip(bounds, bounds, bounds, bounds, strict=True)
-    for usage in namespaces:
-        for name in DIMENSION_NAMES:
-            low_used, high_used, low_demand, high_demand = next(ranges)
-            figures = usage.get(name)
-            if figures is None:  # left out: counts as 0
-                if not (low_used <= 0.0 <= high_used and low_demand <= 0.0 <= high_demand):
-                    return False
-            elif not (
-                low_used <= figures["used"] / covered_s <= high_used
-                and low_demand <= figures["demand"] <= high_demand
-            ):
-                return False
-    return True
-
-
-def _held(keys: Iterable[NamespaceKey], rows: dict[NamespaceKey, Row]) -> array[float]:
-    """The ranges `_held_still` checks a report against."""
-    held = array("d")
-    for key in keys:
-        row = rows.get(key)
-        if row is None:
-            held.extend(_NOT_HELD)
-            continue
-        for index in range(len(DIMENSION_NAMES)):
-            held.extend(held_range(row.figures[3 * index + USAGE]))
-            held.extend(held_range(row.figures[3 * index + DEMAND]))
-    return held
-
-
-_NOT_HELD = array("d", [math.nan] * 4 * len(DIMENSION_NAMES))
-
-
 def _stored_rows(connection: Connection, reporter_id: str) -> dict[NamespaceKey, Row]:
     sql = statements_for(connection)
     return {
@@ -462,72 +338,15 @@ def _entry(
     covered_s: float,
 ) -> _Entry:
     if row is None:
-        reported = _reported(usage, covered_s, None)
+        reported = reported_figures(usage, covered_s, None)
         return _Entry(key, ref, effective, row, reported, changed=True, write=True, planned=None)
-    if _moved_since(row.figures, usage, covered_s):
-        reported = _reported(usage, covered_s, row.figures)
+    if moved_since(row.figures, usage, covered_s):
+        reported = reported_figures(usage, covered_s, row.figures)
         return _Entry(key, ref, effective, row, reported, True, True, row.planned)
     # Held: the allocator goes on seeing what it saw. A move to another group changes
     # both groups' members.
     moved_group = row.group != effective.group
     return _Entry(key, ref, effective, row, row.figures, moved_group, moved_group, row.planned)
-
-
-def _reported(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
-    """A namespace's figures as reported, per second, with the stored allocations."""
-    figures: list[float | None] = []
-    # In DIMENSION_NAMES order.
-    dims = (
-        usage.get("publishMsgs"),
-        usage.get("publishBytes"),
-        usage.get("dispatchMsgs"),
-        usage.get("dispatchBytes"),
-    )
-    for index, reported in enumerate(dims):
-        allocation = None if stored is None else stored[3 * index + ALLOCATION]
-        if reported is None:
-            figures += (0.0, 0.0, allocation)
-        else:
-            figures += (reported["used"] / covered_s, reported["demand"], allocation)
-    return tuple(figures)
-
-
-def _moved_since(stored: Figures, usage: NamespaceUsage, covered_s: float) -> bool:
-    """Whether a reported usage or demand moved enough since it was stored to be recorded
-    anew: `moved`, inlined, without calls, as this runs for every namespace of every report
-    (figures are never negative)."""
-    dims = cast(dict[str, DimensionUsage | None], usage)
-    reported = 0
-    for name, figures in dims.items():
-        if figures is None:
-            continue
-        reported += 1
-        column = _USAGE_COLUMN[name]
-        # Usage, then demand, unrolled: a third faster than a loop over the two.
-        before, after = stored[column], figures["used"] / covered_s
-        if after > before:
-            if after - before > SIGNIFICANT_CHANGE * (after if after > 1.0 else 1.0):
-                return True
-        elif before - after > SIGNIFICANT_CHANGE * (before if before > 1.0 else 1.0):
-            return True
-        before, after = stored[column + 1], figures["demand"]
-        if after > before:
-            if after - before > SIGNIFICANT_CHANGE * (after if after > 1.0 else 1.0):
-                return True
-        elif before - after > SIGNIFICANT_CHANGE * (before if before > 1.0 else 1.0):
-            return True
-    if reported < len(DIMENSION_NAMES):
-        # A dimension left out counts as 0: compare what is stored for it with that.
-        for name, column in _USAGE_COLUMN.items():
-            if dims.get(name) is None and (
-                moved(stored[column], 0.0) or moved(stored[column + 1], 0.0)
-            ):
-                return True
-    return False
-
-
-# Where each dimension's usage is in `Figures` (its demand and allocation follow it).
-_USAGE_COLUMN = {name: 3 * index + USAGE for index, name in enumerate(DIMENSION_NAMES)}
 
 
 def unit_id(reporter_id: str, key: NamespaceKey) -> str:
@@ -590,7 +409,7 @@ def _plan(
             for unit, granted in zip(units, grants, strict=True):
                 granted[index] = shares[unit]
         plans[group] = Plan(
-            id=_new_token(),
+            id=new_token(),
             marker=markers.get(group, 0),
             quotas=quotas,
             rates={
@@ -718,16 +537,8 @@ def _write(
         keys = [key for key, _ in dropped]
         connection.execute(sql.drop, {"reporter_id": reporter_id, **sql.keys(keys)})
         changed.update(row.group for _, row in dropped if row.group is not None)
-    _remark(connection, changed, now)
+    remark(connection, changed, now)
     return bool(rows or dropped)
-
-
-def _remark(connection: Connection, groups: Iterable[str], now: datetime) -> None:
-    """Give the groups new markers: their reporters plan them again at their next report."""
-    # Sorted: concurrent reports lock markers in one order, so never wait on each other.
-    rows = [{"name": group, "marker": _new_token(), "now": now} for group in sorted(set(groups))]
-    if rows:
-        connection.execute(statements_for(connection).remark, rows)
 
 
 def _answer(
@@ -773,47 +584,5 @@ def _answer(
         generation,
         b",".join(parts),
         early,
-        _held([entry.key for entry in entries], state.rows),
+        held_ranges([entry.key for entry in entries], state.rows),
     )
-
-
-def release(
-    session: Session,
-    principal: Principal,
-    reporter_id: str,
-    now: datetime,
-    cache: ReportCache | None = None,
-) -> None:
-    """Free a reporter's shares at once (PIP-82's "report 0"), as rgspark does at exit."""
-    connection, sql = statements(session)
-    found = connection.execute(sql.owner, {"reporter_id": reporter_id}).one_or_none()
-    if found is None:
-        raise NotFound("Reporter does not exist")
-    if found[0] != principal.role and not principal.is_superuser:
-        raise Forbidden(f"Reporter {reporter_id} belongs to another role")
-    _forget(connection, [reporter_id], now, cache)
-
-
-def expire(
-    session: Session, now: datetime, interval_s: float, cache: ReportCache | None = None
-) -> None:
-    """Forget reporters silent for `SILENT_INTERVALS`: their shares return to the others,
-    and their rows go with them, so the tables do not grow without bound."""
-    connection, sql = statements(session)
-    silent_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
-    silent = list(connection.execute(sql.silent, {"silent_after": silent_after}).scalars())
-    if silent:
-        _forget(connection, silent, now, cache)
-    connection.execute(sql.forget_markers)
-
-
-def _forget(
-    connection: Connection, reporter_ids: list[str], now: datetime, cache: ReportCache | None
-) -> None:
-    sql = statements_for(connection)
-    parameters = {"reporters": reporter_ids}
-    groups = connection.execute(sql.groups_of_reporters, parameters).scalars()
-    _remark(connection, [group for group in groups if group is not None], now)
-    connection.execute(sql.forget_reporters, parameters)  # their rows go by cascade
-    if cache is not None:
-        cache.forget(reporter_ids)
