@@ -181,16 +181,15 @@ def submit(
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else _stored_rows(connection, reporter_id)
     covered_s = report.intervalMs / 1000
-    last = known.last if known is not None else None
     markers, full_check_at = _moved_markers(connection, reporter_id, known, now, interval_s)
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
     # figures within 5% of those stored. Then nothing is planned, written or built anew.
     steady = (
-        known is not None
-        and last is not None
-        and last is repeated
+        repeated is not None
+        and known is not None
+        and known.last is repeated
         and not markers
-        and held_still(last.held, figures_of(report), covered_s)
+        and held_still(repeated.held, figures_of(report), covered_s)
     )
     if steady and known is not None:
         state = replace(known)  # shares its rows, plans and answers, which stay as they are
@@ -234,7 +233,7 @@ def submit(
         _refresh(connection, reporter_id, state, known, now, interval_s)
     # When steady, nothing an answer comes from changed (groups, plans, namespaces): the
     # last one holds.
-    answered = last if steady and last is not None else _answer(state, entries, generation)
+    answered = repeated if steady and repeated is not None else _answer(state, entries, generation)
     state.last = answered
     if accepted and token is not None:
         # Remembered once committed: a rolled-back report must not be taken for stored.
@@ -389,7 +388,7 @@ def _plan(
         "groups": stale,
     }
     for row in connection.execute(sql.peers, parameters).all():
-        peers[row[0]].append((f"{row[1]}@{row[2]}/{row[3]}", row[4:]))
+        peers[row[0]].append((unit_id(row[1], (row[2], row[3])), row[4:]))
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
