@@ -33,6 +33,12 @@ class Settings(BaseSettings):
     report_interval_seconds: float = Field(
         1.0, gt=0, le=3600, description="How often rgspark reporters report usage."
     )
+    max_reporters_per_namespace: int = Field(
+        10_000,
+        ge=1,
+        description="Live reporter ids one role may have in one namespace (superusers are "
+        "exempt): each worker process is one, and a cluster of 500 executors runs 4,000.",
+    )
 
     @field_validator("auth_token_secret_key", "auth_token_public_key")
     @classmethod

@@ -54,6 +54,10 @@ class PreconditionFailed(AppError):
     status_code = 412
 
 
+class TooManyRequests(AppError):
+    status_code = 429
+
+
 class ServiceUnavailable(AppError):
     status_code = 503
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from app.api import deps
 from app.api.security import principal_of
-from app.errors import BadRequest, Forbidden, NotFound, Unauthorized, responses
+from app.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized, responses
 from app.quota import reporters, store
 from app.quota.schemas import REPORTER_ID_PATTERN, NamespacePolicy, ReportResult, UsageReport
 from app.schemas import NamespaceName, TenantName
@@ -26,6 +26,7 @@ ReporterId = Annotated[
     str, Path(pattern=REPORTER_ID_PATTERN, description="A reporter's id: 1-64 of A-Z a-z 0-9 _ -")
 ]
 _ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
+_REPORT_ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound, TooManyRequests)
 
 
 # A report of thousands of namespaces is validated by pydantic straight from its bytes, in
@@ -56,7 +57,7 @@ async def _usage_report(request: Request) -> UsageReport:
 @router.post(
     "/reporters/{reporterId}/reports",
     response_model=ReportResult,
-    responses=_ERRORS,
+    responses=_REPORT_ERRORS,
     openapi_extra=_REPORT_BODY,
 )
 async def report_usage(request: Request, reporterId: ReporterId) -> Response:
@@ -73,7 +74,7 @@ async def report_usage(request: Request, reporterId: ReporterId) -> Response:
         state.last_expiry = now
 
     def work(session: deps.Session) -> bytes:
-        result = store.submit(
+        return store.submit(
             session,
             principal=principal,
             reporter_id=reporterId,
@@ -82,15 +83,19 @@ async def report_usage(request: Request, reporterId: ReporterId) -> Response:
             interval_s=interval_s,
             cache=state.report_cache,
             stats=state.metrics.groups,
+            max_reporters=state.settings.max_reporters_per_namespace,
         )
-        if expire:
-            reporters.expire(
-                session, datetime.fromtimestamp(now, UTC), interval_s, state.report_cache
-            )
-        return result
+
+    def forget_silent(session: deps.Session) -> None:
+        reporters.expire(session, datetime.fromtimestamp(now, UTC), interval_s, state.report_cache)
 
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
-    return Response(await deps.write(request, work), media_type="application/json")
+    answer = await deps.write(request, work)
+    if expire:
+        # A transaction of its own: the report's locks are released first, so the two never
+        # wait on each other's in a cycle.
+        await deps.write(request, forget_silent)
+    return Response(answer, media_type="application/json")
 
 
 @router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)

@@ -9,12 +9,18 @@ the quota is the sum *in force*, not just the sum of one answer.
 For a quota ``Q`` and ``n`` reporters, reporter ``i`` with demand ``d_i`` and allocation in
 force ``a_i`` (0 before its first):
 
-1. **Fair shares.** Demand counts as at least a floor ``φ = Q / (100 n)``: an idle reporter
-   keeps a trickle (a TokenBucket needs a positive rate) through which it can show demand
-   when it wakes. ``f`` is the max-min fair split of ``Q`` over ``max(d_i, φ)`` (Doorman's
-   FAIR_SHARE): ``f_i = min(d_i, λ)`` with ``λ`` the level at which ``Σ f = Q``, or
-   ``f_i = d_i`` when ``Σ d ≤ Q``. Demand, not usage: a throttled reporter's usage is its
-   allocation, so a split by usage (Pulsar's) never lets it grow.
+1. **Fair shares, namespaces first.** Demand counts as at least a floor ``φ = Q / (100 n)``:
+   an idle reporter (demand 0: it consumed nothing for a whole interval) keeps a trickle (a
+   TokenBucket needs a positive rate) through which it can show demand when it wakes.
+   ``Q`` is split max-min fairly (Doorman's FAIR_SHARE) among the namespaces by each
+   namespace's total demand, and each namespace's part among its reporters by theirs:
+   ``f_i = min(d_i, λ)`` with ``λ`` the level at which the shares add up to what is split,
+   or ``f_i = d_i`` when the demands add up to no more. So a namespace's share never
+   depends on how many processes it runs (or how many reporter ids it makes up). Demand,
+   not usage: a throttled reporter's usage is its allocation, so a split by usage
+   (Pulsar's) never lets it grow. ``e_i = Q / K / n_k`` (``K`` namespaces, ``n_k``
+   reporters in the reporter's) is its equal share: what it falls back to when the server
+   is gone (`Grant.fallback`); those add up to ``Q``.
 2. **Targets.** Spare ``S = Q - Σ f`` (left only when every demand is met) buys each reporter
    growth room in proportion to its share, ``t_i = f_i (1 + min(G, S / Σ f))``, ``G = 1/4``;
    the rest of ``S`` stays unallocated, for newcomers and growers to take at once. An idle
@@ -96,6 +102,8 @@ class Report:
     from); `UNKNOWN` or more (`math.inf` too) when it does not know yet."""
     allocation: float | None
     """The rate it enforces now, as last granted; None before its first grant."""
+    namespace: str = ""
+    """The namespace it reports for: the quota is split between namespaces first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +116,9 @@ class Grant:
     """Its max-min fair share of the quota given every reporter's demand."""
     early: bool
     """Whether to report again soon: see step 4 of the module's maths."""
+    fallback: float
+    """Its equal share of the quota (between namespaces, then within its own): the rate it
+    holds once the server has been gone for a while. Every reporter's add up to the quota."""
 
     @property
     def capacity(self) -> float:
@@ -132,7 +143,8 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
     if not reports:
         return {}
     equal = quota / len(reports)
-    fair = max_min_fair(quota, [max(r.demand, FLOOR * equal) for r in reports])
+    floor = FLOOR * equal
+    fair, fallback = _namespaces_first(quota, reports, floor)
     spare = quota - sum(fair)
     room = 1 + min(GROWTH, max(spare, 0.0) / sum(fair))
     targets = [share * room for share in fair]
@@ -146,7 +158,8 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
 
     unknown = any(r.demand >= UNKNOWN for r in reports)
     grants: dict[str, Grant] = {}
-    for report, share, target, current in zip(reports, fair, targets, in_force, strict=True):
+    rows = zip(reports, fair, fallback, targets, in_force, strict=True)
+    for report, share, equal_share, target, current in rows:
         # Down at once; up only into what the allocations in force leave free.
         rate = target if target <= current else current + (target - current) * filled
         if report.allocation is None:
@@ -156,8 +169,27 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
             or rate < WAITING * share
             or (unknown and report.demand > share)
         )
-        grants[report.reporter] = Grant(rate, share, early)
+        grants[report.reporter] = Grant(rate, share, early, equal_share)
     return grants
+
+
+def _namespaces_first(
+    quota: float, reports: Sequence[Report], floor: float
+) -> tuple[list[float], list[float]]:
+    """Each reporter's max-min fair share, namespaces first, and its equal share (step 1)."""
+    members: dict[str, list[int]] = {}
+    for index, report in enumerate(reports):
+        members.setdefault(report.namespace, []).append(index)
+    wants = [max(report.demand, floor) for report in reports]
+    parts = max_min_fair(quota, [sum(wants[i] for i in group) for group in members.values()])
+    fair = [0.0] * len(reports)
+    fallback = [0.0] * len(reports)
+    for part, group in zip(parts, members.values(), strict=True):
+        shares = max_min_fair(part, [wants[i] for i in group])
+        equal = quota / len(members) / len(group)
+        for index, share in zip(group, shares, strict=True):
+            fair[index], fallback[index] = share, equal
+    return fair, fallback
 
 
 def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:

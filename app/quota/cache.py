@@ -57,6 +57,9 @@ class Plan(NamedTuple):
     marker: int
     quotas: Quotas
     rates: dict[NamespaceKey, Rates]
+    fallbacks: dict[NamespaceKey, Rates]
+    """Each namespace's equal shares (`Grant.fallback`): what the reporter holds when the
+    server is gone."""
     early: bool
     """Whether the reporter should report again soon (`Grant.report_after`)."""
 

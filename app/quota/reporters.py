@@ -10,13 +10,20 @@ from sqlalchemy import Connection, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.access import Principal
-from app.errors import Forbidden, NotFound
+from app.errors import Forbidden, NotFound, TooManyRequests
 from app.models import NamespacePermission, Tenant
 from app.quota.cache import ReportCache
 from app.quota.effective import NamespaceKey
 from app.quota.statements import new_token, remark, statements, statements_for
 
-__all__ = ["SILENT_INTERVALS", "authorize_reporting", "claim_reporter", "expire", "release"]
+__all__ = [
+    "SILENT_INTERVALS",
+    "authorize_reporting",
+    "claim_reporter",
+    "expire",
+    "limit_reporters",
+    "release",
+]
 
 SILENT_INTERVALS = 3  # a reporter not heard from for this long is gone
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
@@ -77,6 +84,40 @@ def claim_reporter(
     if owner is not None and owner != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
     return token  # type: ignore[no-any-return]
+
+
+def limit_reporters(
+    connection: Connection,
+    principal: Principal,
+    reporter_id: str,
+    keys: list[NamespaceKey],
+    now: datetime,
+    interval_s: float,
+    most: int,
+) -> None:
+    """Refuse a reporter new to namespaces where its role already has ``most`` live ones.
+
+    Shares go to namespaces first, so more reporter ids win a namespace no more quota; the
+    cap keeps a role from growing the server's tables and memory without bound. Superusers
+    are exempt. Counted without a lock: reporters joining at the same instant may pass it
+    together, which only bounds the count a little more loosely.
+    """
+    if principal.is_superuser:
+        return
+    sql = statements_for(connection)
+    parameters = {
+        "role": principal.role,
+        "reporter_id": reporter_id,
+        "alive_after": now - timedelta(seconds=SILENT_INTERVALS * interval_s),
+        **sql.keys(keys),
+    }
+    for tenant, namespace, count in connection.execute(sql.live_reporters, parameters):
+        if count >= most:
+            raise TooManyRequests(
+                f"Role {principal.role} has {count} live reporters in namespace "
+                f"{tenant}/{namespace}, the most allowed (RG_MAX_REPORTERS_PER_NAMESPACE); "
+                "reuse a reporter id per process, or wait for silent ones to expire"
+            )
 
 
 def release(

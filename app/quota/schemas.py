@@ -81,6 +81,12 @@ class NamespaceAllocation(BaseModel):
     allocations: dict[str, float] = Field(
         description="This reporter's rate per dimension, per second; -1 means unlimited."
     )
+    fallbackAllocations: dict[str, float] = Field(
+        description="Its equal share of the group per dimension (between namespaces, then "
+        "within this one; -1 unlimited): what it holds once the server has been unreachable "
+        "for three report intervals, when the server counts it gone. Every reporter's add "
+        "up to the group's rate."
+    )
 
 
 class ReportResult(BaseModel):

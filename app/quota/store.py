@@ -14,6 +14,25 @@ allocator's inputs changes (a row's figures or allocation, a reporter gone, a na
 moved to another group) the group's marker changes, and each reporter plans the group again
 at its next report; until then it keeps its grants, which the same inputs would give again.
 
+**The quota bound under concurrency.** The allocator raises a grant only into the headroom
+that the others' allocations in force leave free (its step 3), and reads those allocations
+from the stored rows. Two reports of one group planned at the same time would each see the
+other's old allocation and spend the same headroom twice (measured: 2.1x the quota). So a
+report that plans a group first takes the group's lock, held until it commits: on
+PostgreSQL a transaction-scoped advisory lock per group, all of a report's taken in one
+statement in one order (so reports never wait on each other in a cycle); on SQLite the
+database's write lock, which every write takes up front (`app.db.begin_write`). Under any
+interleaving, across any number of server processes, the plans of a group are then a
+sequence: each reads every grant committed before it, as the allocator's bound assumes. A
+stored grant is in force no later than the answer reaches its worker, and a rise is stored
+before it is in force; only a fall is stored a moment (one answer's way back) before the
+worker slows down, which lets the next grant use the room that early. Reports that keep
+their plans (a steady state) take no lock; reports of other groups take other locks and
+never wait on each other. The cost of a hot group: its plans run one at a time, each
+holding the lock from its read of the group's rows to its commit (a few milliseconds for a
+Spark worker's report), so one group takes at most a few hundred plans a second per
+database, whatever the number of server processes; steady reports are not counted in that.
+
 Who may report, and when a reporter is gone, is `app.quota.reporters`; which figures moved
 enough to be recorded, `app.quota.figures`.
 """
@@ -44,7 +63,12 @@ from app.quota.allocator import (
 from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
 from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
 from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
-from app.quota.reporters import SILENT_INTERVALS, authorize_reporting, claim_reporter
+from app.quota.reporters import (
+    SILENT_INTERVALS,
+    authorize_reporting,
+    claim_reporter,
+    limit_reporters,
+)
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
@@ -154,11 +178,13 @@ def submit(
     interval_s: float,
     cache: ReportCache,
     stats: GroupStats | None = None,
+    max_reporters: int | None = None,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
     the JSON of a `ReportResult`.
 
-    `stats` (the metrics) learns each group's totals as a plan of it saw them.
+    `stats` (the metrics) learns each group's totals as a plan of it saw them;
+    ``max_reporters`` caps a role's live reporters per namespace (`limit_reporters`).
     """
     names = list(report.namespaces)
     connection, sql = statements(session)
@@ -211,6 +237,11 @@ def submit(
             for key, ref in refs.items()
         ]
         dropped = [key for key in rows if key not in refs]
+        joined = [entry.key for entry in entries if entry.row is None]
+        if joined and accepted and max_reporters is not None:
+            limit_reporters(
+                connection, principal, reporter_id, joined, moment, interval_s, max_reporters
+            )
         groups: dict[str, list[_Entry]] = defaultdict(list)
         for entry in entries:
             if entry.effective.group is not None and entry.effective.limited:
@@ -353,6 +384,10 @@ def unit_id(reporter_id: str, key: NamespaceKey) -> str:
     return f"{reporter_id}@{key[0]}/{key[1]}"
 
 
+def namespace_of(key: NamespaceKey) -> str:
+    return f"{key[0]}/{key[1]}"
+
+
 def _plan(
     connection: Connection,
     plans: dict[str, Plan],
@@ -380,7 +415,11 @@ def _plan(
     unread = [group for group in stale if group not in markers]
     if unread:
         markers.update(connection.execute(sql.markers, {"groups": unread}).all())
-    peers: dict[str, list[tuple[str, Figures]]] = defaultdict(list)
+    if sql.lock_groups is not None:
+        # Until this report commits, no other plans these groups: each reads the others'
+        # allocations in force as they are after every earlier grant (see the docstring).
+        connection.execute(sql.lock_groups, {"groups": stale})
+    peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
     parameters = {
         "reporter_id": reporter_id,
         "alive_after": now - timedelta(seconds=SILENT_INTERVALS * interval_s),
@@ -388,21 +427,26 @@ def _plan(
         "groups": stale,
     }
     for row in connection.execute(sql.peers, parameters).all():
-        peers[row[0]].append((unit_id(row[1], (row[2], row[3])), row[4:]))
+        peers[row[0]].append((row[1], (row[2], row[3]), row[4:]))
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
         members = peers.get(group, [])
         units = [unit_id(reporter_id, entry.key) for entry in entries]
+        spaces = [namespace_of(entry.key) for entry in entries]
+        member_units = [(unit_id(r, key), namespace_of(key), f) for r, key, f in members]
         grants: list[list[Grant | None]] = [[None] * len(DIMENSIONS) for _ in entries]
         for index, quota in enumerate(quotas):
             if quota is None:
                 continue
             usage, demand, allocation = 3 * index, 3 * index + 1, 3 * index + 2
-            reports = [Report(unit, f[usage], f[demand], f[allocation]) for unit, f in members]
+            reports = [
+                Report(unit, f[usage], f[demand], f[allocation], space)
+                for unit, space, f in member_units
+            ]
             reports += [
-                Report(unit, e.figures[usage], e.figures[demand], e.figures[allocation])
-                for unit, e in zip(units, entries, strict=True)
+                Report(unit, e.figures[usage], e.figures[demand], e.figures[allocation], space)
+                for unit, space, e in zip(units, spaces, entries, strict=True)
             ]
             shares = plan(quota, reports)
             for unit, granted in zip(units, grants, strict=True):
@@ -413,6 +457,10 @@ def _plan(
             quotas=quotas,
             rates={
                 entry.key: tuple(None if grant is None else grant.rate for grant in g)
+                for entry, g in zip(entries, grants, strict=True)
+            },
+            fallbacks={
+                entry.key: tuple(None if grant is None else grant.fallback for grant in g)
                 for entry, g in zip(entries, grants, strict=True)
             },
             early=any(grant.early for g in grants for grant in g if grant is not None),
@@ -436,7 +484,7 @@ def _stale(known: Plan | None, entries: list[_Entry]) -> bool:
 
 def _totals(
     quotas: Sequence[float | None],
-    members: list[tuple[str, Figures]],
+    members: list[tuple[str, NamespaceKey, Figures]],
     entries: list[_Entry],
     grants: list[list[Grant | None]],
 ) -> tuple[int, tuple[GroupTotals, ...]]:
@@ -444,9 +492,9 @@ def _totals(
     known) and allocations in force (this report's new grants included)."""
     # Column by column (a report sums this for each of up to thousands of groups): the
     # members' figures first, then the reporter's own, as the allocator saw them.
-    columns = list(zip(*[f for _, f in members], *[e.figures for e in entries], strict=True))
-    others = list(zip(*[f for _, f in members], strict=True))
-    reporters = len({unit.partition("@")[0] for unit, _ in members}) + 1
+    columns = list(zip(*[f for _, _, f in members], *[e.figures for e in entries], strict=True))
+    others = list(zip(*[f for _, _, f in members], strict=True))
+    reporters = len({reporter for reporter, _, _ in members}) + 1
     totals: list[GroupTotals] = []
     for index, (name, quota) in enumerate(zip(DIMENSION_NAMES, quotas, strict=True)):
         usage, demand, allocation = 3 * index, 3 * index + 1, 3 * index + 2
@@ -540,6 +588,13 @@ def _write(
     return bool(rows or dropped)
 
 
+def _by_dimension(rates: Rates) -> dict[str, float]:
+    return {
+        name: UNLIMITED if rate is None else rate
+        for name, rate in zip(DIMENSION_NAMES, rates, strict=True)
+    }
+
+
 def _answer(
     state: ReporterState,
     entries: list[_Entry],
@@ -566,14 +621,13 @@ def _answer(
             parts.append(known.json)
             continue
         rates = _UNLIMITED if planned is None else planned.rates[entry.key]
+        fallbacks = _UNLIMITED if planned is None else planned.fallbacks[entry.key]
         # Built without validation: every value is already a float or a stored group.
         allocation = NamespaceAllocation.model_construct(
             resourceGroup=group,
             limits=effective.limits,
-            allocations={
-                name: UNLIMITED if rate is None else rate
-                for name, rate in zip(DIMENSION_NAMES, rates, strict=True)
-            },
+            allocations=_by_dimension(rates),
+            fallbackAllocations=_by_dimension(fallbacks),
         )
         part = b"%s:%s" % (json.dumps(entry.ref).encode(), allocation.model_dump_json().encode())
         answers[entry.key] = Answer(generation, plan_id, part)

@@ -51,6 +51,45 @@ class TestMaxMinFair:
         assert max_min_fair(900, [math.inf, 100, math.inf]) == [400, 100, 400]
 
 
+class TestNamespacesFirst:
+    """The quota is split between namespaces by their total demand, then within each."""
+
+    def test_head_count_does_not_win(self) -> None:
+        # One process in "a" against fifty in "b", all wanting more than there is.
+        one = [Report("a-1", 0, 800, None, "a")]
+        fifty = [Report(f"b-{i}", 0, 100, None, "b") for i in range(50)]
+        shares = plan(1000, one + fifty)
+        assert shares["a-1"].fair == pytest.approx(500)
+        assert sum(shares[f"b-{i}"].fair for i in range(50)) == pytest.approx(500)
+
+    def test_a_namespace_wanting_less_leaves_the_rest_to_the_other(self) -> None:
+        reports_ = [
+            Report("a-1", 0, 100, None, "a"),
+            Report("a-2", 0, 50, None, "a"),
+            Report("b-1", 0, 900, None, "b"),
+            Report("b-2", 0, 300, None, "b"),
+        ]
+        shares = plan(1000, reports_)
+        # "a" wants 150 < 500: it gets it all; "b" splits 850 max-min: 550 and 300.
+        assert [shares[r.reporter].fair for r in reports_] == pytest.approx([100, 50, 550, 300])
+
+    def test_fallbacks_are_equal_shares_adding_up_to_the_quota(self) -> None:
+        reports_ = [Report("a-1", 0, 0, 10, "a")] + [
+            Report(f"b-{i}", 0, 900, 10, "b") for i in range(4)
+        ]
+        shares = plan(1000, reports_)
+        assert shares["a-1"].fallback == pytest.approx(500)
+        assert shares["b-0"].fallback == pytest.approx(125)
+        assert sum(grant.fallback for grant in shares.values()) == pytest.approx(1000)
+
+    def test_an_idle_reporter_holds_only_the_floor_and_growth_room(self) -> None:
+        # Demand 0 (idle for a whole interval) is known: the busy one's share is the rest.
+        shares = plan(1000, [Report("idle", 0, 0, 500, "a"), Report("busy", 0, 800, 500, "a")])
+        assert shares["idle"].fair == pytest.approx(5)
+        assert shares["busy"].fair == pytest.approx(800)
+        assert shares["idle"].rate < 10
+
+
 class TestSplit:
     def test_equal_split(self) -> None:
         state: State = {"a": (800, 500), "b": (800, 500)}
@@ -206,7 +245,7 @@ class TestContract:
             allocate(1000, bad)
 
     def test_the_bucket_holds_a_tenth_of_a_second(self) -> None:
-        assert Grant(500, 500, False).capacity == 500 * BURST_S == 50
+        assert Grant(500, 500, False, 500).capacity == 500 * BURST_S == 50
 
 
 class TestHeldFigures:
