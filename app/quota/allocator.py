@@ -197,17 +197,14 @@ def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:
     return {reporter: grant.rate for reporter, grant in plan(quota, reports).items()}
 
 
-def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) -> bool:
-    """Whether a figure moved by more than ``tolerance`` of itself (rates under 1 count as 1)."""
-    return abs(after - before) > tolerance * max(abs(before), abs(after), 1.0)
-
-
 def held_range(before: float, tolerance: float = SIGNIFICANT_CHANGE) -> tuple[float, float]:
-    """The figures that have not `moved` from ``before`` (0 or more), as ``(low, high)``:
-    ``not moved(before, after)`` exactly when ``low <= after <= high``, up to rounding.
+    """The figures that count as unchanged from ``before`` (0 or more), as ``(low, high)``:
+    the 5% rule, defined here once. A figure moved when it went down by more than
+    ``tolerance`` of what it was, or up by more than ``tolerance`` of what it became (rates
+    under 1 count as 1): ``|after - before| > tolerance * max(before, after, 1)``.
 
-    Checking a figure is then two comparisons, which is what a steady report of thousands
-    of namespaces needs.
+    As a range, checking a figure is two comparisons, which is what a steady report of
+    thousands of namespaces needs.
     """
     # Down: moved once before - after > tolerance * max(before, 1).
     low = before - tolerance * max(before, 1.0)
@@ -217,6 +214,12 @@ def held_range(before: float, tolerance: float = SIGNIFICANT_CHANGE) -> tuple[fl
     if high < 1.0:
         high = before + tolerance
     return low, high
+
+
+def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) -> bool:
+    """Whether a figure moved out of `held_range` of ``before``."""
+    low, high = held_range(before, tolerance)
+    return not low <= after <= high
 
 
 def _check(reports: Sequence[Report]) -> None:
