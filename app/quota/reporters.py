@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, select, tuple_
+from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from app.access import Principal
@@ -14,7 +14,7 @@ from app.errors import Forbidden, NotFound, TooManyRequests
 from app.models import NamespacePermission, Tenant
 from app.quota.cache import ReportCache
 from app.quota.effective import NamespaceKey
-from app.quota.statements import new_token, remark, statements, statements_for
+from app.quota.repository import UsageRepository
 
 __all__ = [
     "SILENT_INTERVALS",
@@ -70,24 +70,20 @@ def claim_reporter(
 
     Returns the token of its rows, None if it has none.
     """
-    connection, sql = statements(session)
-    if alive:
-        # One statement: marked alive, and the owner returned. Refused, the transaction
-        # rolls back, and the mark with it.
-        owner, token = connection.execute(
-            sql.claim,
-            {"reporter_id": reporter_id, "role": principal.role, "now": now, "token": new_token()},
-        ).one()
-    else:
-        found = connection.execute(sql.owner, {"reporter_id": reporter_id}).one_or_none()
-        owner, token = (None, None) if found is None else found
-    if owner is not None and owner != principal.role and not principal.is_superuser:
+    queries = UsageRepository.of(session)
+    # Alive: one statement marks it and returns the owner. Refused, the transaction rolls
+    # back, and the mark with it.
+    found = queries.claim(reporter_id, principal.role, now) if alive else queries.owner(reporter_id)
+    if found is None:
+        return None
+    owner, token = found
+    if owner != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
-    return token  # type: ignore[no-any-return]
+    return token
 
 
 def limit_reporters(
-    connection: Connection,
+    queries: UsageRepository,
     principal: Principal,
     reporter_id: str,
     keys: list[NamespaceKey],
@@ -104,14 +100,10 @@ def limit_reporters(
     """
     if principal.is_superuser:
         return
-    sql = statements_for(connection)
-    parameters = {
-        "role": principal.role,
-        "reporter_id": reporter_id,
-        "alive_after": now - timedelta(seconds=SILENT_INTERVALS * interval_s),
-        **sql.keys(keys),
-    }
-    for tenant, namespace, count in connection.execute(sql.live_reporters, parameters):
+    alive_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
+    for tenant, namespace, count in queries.live_reporters(
+        principal.role, reporter_id, keys, alive_after
+    ):
         if count >= most:
             raise TooManyRequests(
                 f"Role {principal.role} has {count} live reporters in namespace "
@@ -128,13 +120,13 @@ def release(
     cache: ReportCache | None = None,
 ) -> None:
     """Free a reporter's shares at once (PIP-82's "report 0"), as rgspark does at exit."""
-    connection, sql = statements(session)
-    found = connection.execute(sql.owner, {"reporter_id": reporter_id}).one_or_none()
+    queries = UsageRepository.of(session)
+    found = queries.owner(reporter_id)
     if found is None:
         raise NotFound("Reporter does not exist")
     if found[0] != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
-    _forget(connection, [reporter_id], now, cache)
+    _forget(queries, [reporter_id], now, cache)
 
 
 def expire(
@@ -142,21 +134,16 @@ def expire(
 ) -> None:
     """Forget reporters silent for `SILENT_INTERVALS`: their shares return to the others,
     and their rows go with them, so the tables do not grow without bound."""
-    connection, sql = statements(session)
-    silent_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
-    silent = list(connection.execute(sql.silent, {"silent_after": silent_after}).scalars())
+    queries = UsageRepository.of(session)
+    silent = queries.silent(now - timedelta(seconds=SILENT_INTERVALS * interval_s))
     if silent:
-        _forget(connection, silent, now, cache)
-    connection.execute(sql.forget_markers)
+        _forget(queries, silent, now, cache)
+    queries.forget_deleted_groups()
 
 
 def _forget(
-    connection: Connection, reporter_ids: list[str], now: datetime, cache: ReportCache | None
+    queries: UsageRepository, reporter_ids: list[str], now: datetime, cache: ReportCache | None
 ) -> None:
-    sql = statements_for(connection)
-    parameters = {"reporters": reporter_ids}
-    groups = connection.execute(sql.groups_of_reporters, parameters).scalars()
-    remark(connection, [group for group in groups if group is not None], now)
-    connection.execute(sql.forget_reporters, parameters)  # their rows go by cascade
+    queries.forget(reporter_ids, now)
     if cache is not None:
         cache.forget(reporter_ids)

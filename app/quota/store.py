@@ -45,7 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Connection, event
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.access import Principal
@@ -69,6 +69,7 @@ from app.quota.reporters import (
     claim_reporter,
     limit_reporters,
 )
+from app.quota.repository import UsageRepository
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
@@ -82,9 +83,6 @@ from app.quota.statements import (
     FIGURE_COLUMNS,
     Figures,
     new_token,
-    remark,
-    statements,
-    statements_for,
 )
 
 __all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
@@ -109,13 +107,13 @@ def effective_groups(
     session: Session, keys: Iterable[NamespaceKey], cache: ReportCache | None = None
 ) -> dict[NamespaceKey, Effective]:
     """Each namespace's effective group and its limits; NotFound names a missing namespace."""
-    connection, sql = statements(session)
-    generation = None if cache is None else connection.execute(sql.generation).scalar_one()
-    return _effective(connection, list(keys), cache, generation)
+    queries = UsageRepository.of(session)
+    generation = None if cache is None else queries.generation()
+    return _effective(queries, list(keys), cache, generation)
 
 
 def _effective(
-    connection: Connection,
+    queries: UsageRepository,
     keys: list[NamespaceKey],
     cache: ReportCache | None,
     generation: int | None,
@@ -127,12 +125,8 @@ def _effective(
     if len(found) == len(keys):
         return found
     unknown = [key for key in keys if key not in found] if found else keys
-    sql = statements_for(connection)
     rows = EffectiveRows()
-    read = {
-        (row[0], row[1]): rows.of(row[2], row[3:])
-        for row in connection.execute(sql.namespaces, sql.keys(unknown))
-    }
+    read = {(row[0], row[1]): rows.of(row[2], row[3:]) for row in queries.effective(unknown)}
     _missing(unknown, read)
     if cache is not None:
         cache.remember_effective(generation, read)
@@ -161,11 +155,11 @@ class _Entry:
 
 
 def _look_up(
-    connection: Connection, names: list[str], cache: ReportCache, generation: int
+    queries: UsageRepository, names: list[str], cache: ReportCache, generation: int
 ) -> tuple[dict[NamespaceKey, str], dict[NamespaceKey, Effective]]:
     """A report's namespaces by key, with their effective groups."""
     refs = {parse_namespace(ref): ref for ref in names}
-    return refs, _effective(connection, list(refs), cache, generation)
+    return refs, _effective(queries, list(refs), cache, generation)
 
 
 def submit(
@@ -187,27 +181,26 @@ def submit(
     ``max_reporters`` caps a role's live reporters per namespace (`limit_reporters`).
     """
     names = list(report.namespaces)
-    connection, sql = statements(session)
-    if sql.postgresql:
-        # Usage rows are soft state, rewritten every few intervals and stale after three:
-        # a crash may lose the last moments of them, so a report need not wait for its
-        # commit to reach the disk, which costs a Spark worker's report more than its work.
-        connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-    generation: int = connection.execute(sql.generation).scalar_one()
+    queries = UsageRepository.of(session)
+    # Usage rows are soft state, rewritten every few intervals and stale after three: a
+    # crash may lose the last moments of them, so a report need not wait for its commit to
+    # reach the disk, which costs a Spark worker's report more than its work.
+    queries.skip_disk_flush()
+    generation = queries.generation()
     # Namespaces that this process last answered the reporter about under the same admin
     # generation exist, in the groups answered: looked up again only for a report that
     # turns out not to be steady.
     repeated = cache.last_answer(reporter_id, generation, names)
-    looked_up = None if repeated else _look_up(connection, names, cache, generation)
+    looked_up = None if repeated else _look_up(queries, names, cache, generation)
     authorize_reporting(session, principal, map(parse_namespace, names))
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)
     token = claim_reporter(session, principal, reporter_id, moment, alive=accepted)
 
     known = cache.reporter(reporter_id, token)
-    rows = known.rows if known is not None else _stored_rows(connection, reporter_id)
+    rows = known.rows if known is not None else queries.rows(reporter_id)
     covered_s = report.intervalMs / 1000
-    markers, full_check_at = _moved_markers(connection, reporter_id, known, now, interval_s)
+    markers, full_check_at = _moved_markers(queries, reporter_id, known, now, interval_s)
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
     # figures within 5% of those stored. Then nothing is planned, written or built anew.
     steady = (
@@ -231,7 +224,7 @@ def submit(
             checked_at=now,
             full_check_at=full_check_at,
         )
-        refs, effective = looked_up or _look_up(connection, names, cache, generation)
+        refs, effective = looked_up or _look_up(queries, names, cache, generation)
         entries = [
             _entry(key, ref, effective[key], rows.get(key), report.namespaces[ref], covered_s)
             for key, ref in refs.items()
@@ -240,28 +233,28 @@ def submit(
         joined = [entry.key for entry in entries if entry.row is None]
         if joined and accepted and max_reporters is not None:
             limit_reporters(
-                connection, principal, reporter_id, joined, moment, interval_s, max_reporters
+                queries, principal, reporter_id, joined, moment, interval_s, max_reporters
             )
         groups: dict[str, list[_Entry]] = defaultdict(list)
         for entry in entries:
             if entry.effective.group is not None and entry.effective.limited:
                 groups[entry.effective.group].append(entry)
         replanned = _plan(
-            connection, state.plans, reporter_id, groups, markers, moment, interval_s, stats
+            queries, state.plans, reporter_id, groups, markers, moment, interval_s, stats
         )
         _settle(entries, state.plans, replanned)
 
     if accepted:
-        if _write(connection, reporter_id, entries, [(key, rows[key]) for key in dropped], moment):
+        if _write(queries, reporter_id, entries, [(key, rows[key]) for key in dropped], moment):
             state.token = new_token()
-            connection.execute(sql.retoken, {"reporter": reporter_id, "token": state.token})
+            queries.retoken(reporter_id, state.token)
             state.rows = {
                 entry.key: Row(entry.figures, entry.effective.group, entry.planned)
                 if entry.write
                 else rows[entry.key]
                 for entry in entries
             }
-        _refresh(connection, reporter_id, state, known, now, interval_s)
+        _refresh(queries, reporter_id, state, known, now, interval_s)
     # When steady, nothing an answer comes from changed (groups, plans, namespaces): the
     # last one holds.
     answered = repeated if steady and repeated is not None else _answer(state, entries, generation)
@@ -280,7 +273,7 @@ def submit(
 
 
 def _refresh(
-    connection: Connection,
+    queries: UsageRepository,
     reporter_id: str,
     state: ReporterState,
     known: ReporterState | None,
@@ -295,10 +288,7 @@ def _refresh(
         return
     moment = datetime.fromtimestamp(now, UTC)
     refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 2) * interval_s)
-    connection.execute(
-        statements_for(connection).refresh,
-        {"reporter": reporter_id, "refresh_by": refresh_by, "now": moment},
-    )
+    queries.refresh(reporter_id, refresh_by, moment)
     state.refreshed_at = now
 
 
@@ -313,7 +303,7 @@ def _result(answered: LastAnswer, accepted: bool, interval_s: float) -> bytes:
 
 
 def _moved_markers(
-    connection: Connection,
+    queries: UsageRepository,
     reporter_id: str,
     known: ReporterState | None,
     now: float,
@@ -330,15 +320,12 @@ def _moved_markers(
     most), for changes that committed later than they were made; one that took longer still
     is found by the next full look, `REFRESH_INTERVALS` - 1 intervals on.
     """
-    sql = statements_for(connection)
     if known is not None and now - known.full_check_at < (REFRESH_INTERVALS - 1) * interval_s:
         since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
         # Limited and in index order, so that the database reads only what changed even when
         # its statistics are too old to tell it how little that is.
         limit = max(len(known.rows), FEW_MARKERS)
-        changed = connection.execute(
-            sql.changed_markers, {"since": since, "limit": limit + 1}
-        ).all()
+        changed = queries.changed_markers(since, limit + 1)
         if len(changed) <= limit:
             plans = known.plans
             moved = {
@@ -347,16 +334,7 @@ def _moved_markers(
                 if (plan := plans.get(name)) is not None and plan.marker != marker
             }
             return moved, known.full_check_at
-    found = connection.execute(sql.stale, {"reporter_id": reporter_id})
-    return {name: marker for name, marker in found}, now
-
-
-def _stored_rows(connection: Connection, reporter_id: str) -> dict[NamespaceKey, Row]:
-    sql = statements_for(connection)
-    return {
-        (row[0], row[1]): Row(tuple(row[4:]), row[2], row[3])
-        for row in connection.execute(sql.rows, {"reporter_id": reporter_id})
-    }
+    return queries.stale(reporter_id), now
 
 
 def _entry(
@@ -389,7 +367,7 @@ def namespace_of(key: NamespaceKey) -> str:
 
 
 def _plan(
-    connection: Connection,
+    queries: UsageRepository,
     plans: dict[str, Plan],
     reporter_id: str,
     groups: dict[str, list[_Entry]],
@@ -404,7 +382,6 @@ def _plan(
         del plans[group]
     if not groups:
         return set()
-    sql = statements_for(connection)
     stale = [
         group
         for group, entries in groups.items()
@@ -414,20 +391,17 @@ def _plan(
         return set()
     unread = [group for group in stale if group not in markers]
     if unread:
-        markers.update(connection.execute(sql.markers, {"groups": unread}).all())
-    if sql.lock_groups is not None:
-        # Until this report commits, no other plans these groups: each reads the others'
-        # allocations in force as they are after every earlier grant (see the docstring).
-        connection.execute(sql.lock_groups, {"groups": stale})
+        markers.update(queries.markers(unread))
+    # Until this report commits, no other plans these groups: each reads the others'
+    # allocations in force as they are after every earlier grant (see the docstring).
+    queries.lock(stale)
     peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
-    parameters = {
-        "reporter_id": reporter_id,
-        "alive_after": now - timedelta(seconds=SILENT_INTERVALS * interval_s),
-        "fresh_after": now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s),
-        "groups": stale,
-    }
-    for row in connection.execute(sql.peers, parameters).all():
-        peers[row[0]].append((row[1], (row[2], row[3]), row[4:]))
+    alive_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
+    fresh_after = now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s)
+    for group, reporter, key, figures in queries.peers(
+        reporter_id, stale, alive_after, fresh_after
+    ):
+        peers[group].append((reporter, key, figures))
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
@@ -549,7 +523,7 @@ def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) 
 
 
 def _write(
-    connection: Connection,
+    queries: UsageRepository,
     reporter_id: str,
     entries: list[_Entry],
     dropped: list[tuple[NamespaceKey, Row]],
@@ -557,7 +531,6 @@ def _write(
 ) -> bool:
     """Write the rows due, drop namespaces no longer reported, and change the markers of
     the groups whose inputs changed. Returns whether any row was written or dropped."""
-    sql = statements_for(connection)
     rows = []
     changed: set[str] = set()
     for entry in entries:
@@ -579,12 +552,11 @@ def _write(
                 if name is not None:
                     changed.add(name)
     if rows:
-        connection.execute(sql.upsert, rows)
+        queries.upsert(rows)
     if dropped:
-        keys = [key for key, _ in dropped]
-        connection.execute(sql.drop, {"reporter_id": reporter_id, **sql.keys(keys)})
+        queries.drop(reporter_id, [key for key, _ in dropped])
         changed.update(row.group for _, row in dropped if row.group is not None)
-    remark(connection, changed, now)
+    queries.remark(changed, now)
     return bool(rows or dropped)
 
 

@@ -1,0 +1,161 @@
+"""Every query of usage reporting, by name: what it takes and what it gives back.
+
+The SQL is `app.quota.statements`' (built and compiled once per dialect); here each is run
+with its parameters and its rows turned into the shapes the store works with, so that the
+store reads as steps (look up, plan, settle, write, answer) rather than as SQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from app.quota.cache import Row
+from app.quota.effective import NamespaceKey
+from app.quota.statements import Figures, Statements, new_token, statements_for
+
+__all__ = ["Peer", "UsageRepository"]
+
+Peer = tuple[str, str, NamespaceKey, Figures]
+"""(group, reporter, namespace, figures) of another reporter's fresh row in a group."""
+
+
+class UsageRepository:
+    """The queries of usage reporting on one connection (a report's transaction)."""
+
+    __slots__ = ("connection", "sql")
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.sql: Statements = statements_for(connection)
+
+    @classmethod
+    def of(cls, session: Session) -> UsageRepository:
+        """On the session's connection: plain rows, not the ORM's result machinery."""
+        return cls(session.connection())
+
+    def _run(self, statement: Any, parameters: Any = None) -> Any:
+        return self.connection.execute(statement, parameters)
+
+    # Reports and their settings
+
+    def skip_disk_flush(self) -> None:
+        """On PostgreSQL, commit without waiting for the disk (usage is soft state)."""
+        if self.sql.postgresql:
+            self.connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+
+    def generation(self) -> int:
+        """The admin generation: it changes on every write to groups, tenants, namespaces."""
+        token: int = self._run(self.sql.generation).scalar_one()
+        return token
+
+    def effective(self, keys: Sequence[NamespaceKey]) -> Iterable[Any]:
+        """(tenant, name, effective group, its six rates) of each namespace that exists."""
+        return self._run(self.sql.namespaces, self.sql.keys(keys))  # type: ignore[no-any-return]
+
+    # Reporters
+
+    def claim(self, reporter_id: str, role: str, now: datetime) -> tuple[str, int]:
+        """Mark the reporter alive (made if new): its owner role and rows token."""
+        owner, token = self._run(
+            self.sql.claim,
+            {"reporter_id": reporter_id, "role": role, "now": now, "token": new_token()},
+        ).one()
+        return owner, token
+
+    def owner(self, reporter_id: str) -> tuple[str, int] | None:
+        """The reporter's owner role and rows token, None for an unknown reporter."""
+        found = self._run(self.sql.owner, {"reporter_id": reporter_id}).one_or_none()
+        return None if found is None else (found[0], found[1])
+
+    def retoken(self, reporter_id: str, token: int) -> None:
+        self._run(self.sql.retoken, {"reporter": reporter_id, "token": token})
+
+    def live_reporters(
+        self, role: str, reporter_id: str, keys: Sequence[NamespaceKey], alive_after: datetime
+    ) -> Iterable[tuple[str, str, int]]:
+        """(tenant, namespace, count) of the role's other live reporters in those namespaces."""
+        parameters = {
+            "role": role,
+            "reporter_id": reporter_id,
+            "alive_after": alive_after,
+            **self.sql.keys(keys),
+        }
+        return self._run(self.sql.live_reporters, parameters)  # type: ignore[no-any-return]
+
+    def silent(self, silent_after: datetime) -> list[str]:
+        """Reporters not heard from since ``silent_after`` (none that a report is claiming)."""
+        return list(self._run(self.sql.silent, {"silent_after": silent_after}).scalars())
+
+    def forget(self, reporter_ids: list[str], now: datetime) -> None:
+        """Drop the reporters with their rows, and re-mark the groups they counted in."""
+        parameters = {"reporters": reporter_ids}
+        groups = self._run(self.sql.groups_of_reporters, parameters).scalars()
+        self.remark([group for group in groups if group is not None], now)
+        self._run(self.sql.forget_reporters, parameters)  # their rows go by cascade
+
+    def forget_deleted_groups(self) -> None:
+        self._run(self.sql.forget_markers)
+
+    # A reporter's rows
+
+    def rows(self, reporter_id: str) -> dict[NamespaceKey, Row]:
+        return {
+            (row[0], row[1]): Row(tuple(row[4:]), row[2], row[3])
+            for row in self._run(self.sql.rows, {"reporter_id": reporter_id})
+        }
+
+    def upsert(self, rows: list[dict[str, Any]]) -> None:
+        self._run(self.sql.upsert, rows)
+
+    def drop(self, reporter_id: str, keys: Sequence[NamespaceKey]) -> None:
+        self._run(self.sql.drop, {"reporter_id": reporter_id, **self.sql.keys(keys)})
+
+    def refresh(self, reporter_id: str, refresh_by: datetime, now: datetime) -> None:
+        """Mark the reporter's rows written at ``now`` if they were last by ``refresh_by``."""
+        self._run(self.sql.refresh, {"reporter": reporter_id, "refresh_by": refresh_by, "now": now})
+
+    # Groups: markers, locks and members
+
+    def stale(self, reporter_id: str) -> dict[str, int]:
+        """(group, marker) of the reporter's groups whose marker moved since it planned."""
+        return dict(self._run(self.sql.stale, {"reporter_id": reporter_id}).all())
+
+    def changed_markers(self, since: datetime, limit: int) -> list[tuple[str, int]]:
+        """(group, marker) of up to ``limit`` groups whose marker changed after ``since``."""
+        found = self._run(self.sql.changed_markers, {"since": since, "limit": limit})
+        return [(name, marker) for name, marker in found]
+
+    def markers(self, groups: list[str]) -> list[tuple[str, int]]:
+        return [(name, marker) for name, marker in self._run(self.sql.markers, {"groups": groups})]
+
+    def remark(self, groups: Iterable[str], now: datetime) -> None:
+        """Give the groups new markers: their reporters plan them again at their next report."""
+        # Sorted: concurrent reports lock markers in one order, so never wait on each other.
+        rows = [{"name": group, "marker": new_token(), "now": now} for group in sorted(set(groups))]
+        if rows:
+            self._run(self.sql.remark, rows)
+
+    def lock(self, groups: list[str]) -> None:
+        """Hold the groups' plans until this transaction ends (see `app.quota.store`)."""
+        if self.sql.lock_groups is not None:
+            self._run(self.sql.lock_groups, {"groups": groups})
+
+    def peers(
+        self, reporter_id: str, groups: list[str], alive_after: datetime, fresh_after: datetime
+    ) -> list[Peer]:
+        """The other live reporters' fresh rows in the groups."""
+        parameters = {
+            "reporter_id": reporter_id,
+            "alive_after": alive_after,
+            "fresh_after": fresh_after,
+            "groups": groups,
+        }
+        return [
+            (row[0], row[1], (row[2], row[3]), row[4:])
+            for row in self._run(self.sql.peers, parameters).all()
+        ]
