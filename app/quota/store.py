@@ -175,11 +175,15 @@ def submit(
     max_reporters: int | None = None,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
-    the JSON of a `ReportResult`.
+    the JSON of a `ReportResult`. In five steps: **look up** the namespaces' groups and the
+    reporter's rows (and whether anything changed: if not, the report is steady and skips
+    to the answer); **plan** the groups whose inputs changed, under their locks; **settle**
+    each namespace's grants into its row; **write** the rows due; **answer**.
 
     `stats` (the metrics) learns each group's totals as a plan of it saw them;
     ``max_reporters`` caps a role's live reporters per namespace (`limit_reporters`).
     """
+    # 1. Look up.
     names = list(report.namespaces)
     queries = UsageRepository.of(session)
     # Usage rows are soft state, rewritten every few intervals and stale after three: a
@@ -235,6 +239,7 @@ def submit(
             limit_reporters(
                 queries, principal, reporter_id, joined, moment, interval_s, max_reporters
             )
+        # 2. Plan.
         groups: dict[str, list[_Entry]] = defaultdict(list)
         for entry in entries:
             if entry.effective.group is not None and entry.effective.limited:
@@ -242,8 +247,10 @@ def submit(
         replanned = _plan(
             queries, state.plans, reporter_id, groups, markers, moment, interval_s, stats
         )
+        # 3. Settle.
         _settle(entries, state.plans, replanned)
 
+    # 4. Write.
     if accepted:
         if _write(queries, reporter_id, entries, [(key, rows[key]) for key in dropped], moment):
             state.token = new_token()
@@ -255,8 +262,8 @@ def submit(
                 for entry in entries
             }
         _refresh(queries, reporter_id, state, known, now, interval_s)
-    # When steady, nothing an answer comes from changed (groups, plans, namespaces): the
-    # last one holds.
+    # 5. Answer. When steady, nothing an answer comes from changed (groups, plans,
+    # namespaces): the last one holds.
     answered = repeated if steady and repeated is not None else _answer(state, entries, generation)
     state.last = answered
     if accepted and token is not None:
