@@ -10,7 +10,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from app.api import health, namespaces, quota, request_quotas, resourcegroups, tenants
+from app.api import (
+    default_group,
+    health,
+    namespaces,
+    quota,
+    request_quotas,
+    resourcegroups,
+    tenants,
+)
 from app.api import metrics as metrics_api
 from app.api.draft_aliases import draft_alias_router
 from app.api.security import TokenAuthMiddleware, document_security
@@ -92,6 +100,7 @@ def create_app(
     canonical = (resourcegroups.router, tenants.router, namespaces.router)
     for router in (
         *canonical,
+        default_group.router,
         request_quotas.router,
         quota.router,
         health.router,

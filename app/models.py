@@ -97,6 +97,23 @@ class Namespace(Base):
     )
 
 
+DEFAULT_GROUP_ROW = 1
+
+
+class DefaultResourceGroup(Base):
+    """The group of every namespace with none of its own or its tenant's (Kafka's default
+    quota entity): at most one row, and no row means no default. A foreign key like the
+    attachments', so a group cannot be deleted while it is the default."""
+
+    __tablename__ = "default_resource_group"
+    __table_args__ = (CheckConstraint(f"id = {DEFAULT_GROUP_ROW}", name="single_row"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    resource_group: Mapped[str] = mapped_column(
+        String(NAME_LENGTH), ForeignKey("resource_groups.name", ondelete="RESTRICT")
+    )
+
+
 class NamespacePermission(Base):
     """The actions a role is granted on a namespace, as Pulsar's ``grant-permission`` sets them."""
 

@@ -85,6 +85,22 @@ class TenantInfo(_Body):
 AuthAction = Literal["produce", "consume", "functions", "sources", "sinks", "packages"]
 
 
+GroupSource = Literal["namespace", "tenant", "default"]
+
+
+class AppliedResourceGroup(BaseModel):
+    """The ResourceGroup that applies to a namespace (``?applied=true``): its own, else its
+    tenant's, else the default group, else none."""
+
+    resourceGroup: str | None = Field(
+        description="The name of the group that applies, or null when none does (unlimited)."
+    )
+    source: GroupSource | None = Field(
+        description="Where it comes from: the namespace's own attachment, its tenant's, or the "
+        "default group; null when no group applies."
+    )
+
+
 MAX_REQUESTS_PER_SECOND = 1_000_000
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Query, Request
 
 from app import access
 from app.api import deps
@@ -13,18 +13,38 @@ from app.api.security import principal_of
 from app.errors import (
     BadRequest,
     Conflict,
+    ErrorBody,
     Forbidden,
     NotFound,
     PreconditionFailed,
     Unauthorized,
     responses,
 )
-from app.schemas import AuthAction, NamespaceName, ResourceGroupName, RoleName, TenantName
+from app.schemas import (
+    AppliedResourceGroup,
+    AuthAction,
+    NamespaceName,
+    ResourceGroupName,
+    RoleName,
+    TenantName,
+)
 from app.services import attachments, namespaces
 
 router = APIRouter(prefix="/admin/v2/namespaces", tags=["namespaces"])
 
 _READ_ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
+
+
+def _forbidden(lifting: str) -> dict[int | str, dict[str, Any]]:
+    """A 403 that documents the tenant-admin rule: a tenant admin never lifts a quota."""
+    return {
+        Forbidden.status_code: {
+            "model": ErrorBody,
+            "description": "Forbidden: not an admin of the tenant; or a tenant admin (not a "
+            f"superuser) {lifting}.",
+        }
+    }
+
 
 T = TypeVar("T")
 
@@ -73,15 +93,24 @@ async def create_namespace(
     )
 
 
-@router.delete("/{tenant}/{namespace}", status_code=204, responses=_READ_ERRORS)
+@router.delete(
+    "/{tenant}/{namespace}",
+    status_code=204,
+    responses=_READ_ERRORS
+    | _forbidden(
+        "deleting a namespace with a ResourceGroup of its own that neither its tenant's nor the "
+        "default group would cover if it were created again"
+    ),
+)
 async def delete_namespace(request: Request, tenant: TenantName, namespace: NamespaceName) -> None:
     """Delete a namespace, with its permissions and attachment."""
-    await as_tenant_admin(
-        request,
-        tenant,
-        lambda session: namespaces.remove(session, tenant, namespace),
-        writes=True,
-    )
+    principal = principal_of(request)
+
+    def remove(session: deps.Session) -> None:
+        access.require_delete_keeps_a_group(session, principal, tenant, namespace)
+        namespaces.remove(session, tenant, namespace)
+
+    await as_tenant_admin(request, tenant, remove, writes=True)
 
 
 @router.get("/{tenant}/{namespace}/permissions", responses=_READ_ERRORS)
@@ -127,20 +156,47 @@ async def revoke_permission(
     )
 
 
-@router.get("/{tenant}/{namespace}/resourcegroup", responses=_READ_ERRORS)
+@router.get(
+    "/{tenant}/{namespace}/resourcegroup",
+    responses={
+        200: {
+            "description": "Without `applied`: the name of the namespace's own ResourceGroup, "
+            "or null. With `applied=true`: an `AppliedResourceGroup` object."
+        },
+        **_READ_ERRORS,
+    },
+)
 async def get_namespace_resource_group(
-    request: Request, tenant: TenantName, namespace: NamespaceName
-) -> str | None:
-    """Get the name of the ResourceGroup attached to a namespace itself, or null."""
-    return await as_tenant_admin(
-        request, tenant, lambda session: namespaces.get(session, tenant, namespace).resource_group
-    )
+    request: Request,
+    tenant: TenantName,
+    namespace: NamespaceName,
+    applied: Annotated[
+        bool,
+        Query(
+            description="Answer with the group that applies (the namespace's own, else its "
+            "tenant's, else the default) and where it comes from, instead of the namespace's "
+            "own attachment."
+        ),
+    ] = False,
+) -> AppliedResourceGroup | str | None:
+    """Get the namespace's own ResourceGroup, or with ``applied=true`` the one that applies."""
+
+    def work(session: deps.Session) -> AppliedResourceGroup | str | None:
+        if not applied:
+            return namespaces.get(session, tenant, namespace).resource_group
+        return attachments.applied_group(session, tenant, namespace)
+
+    return await as_tenant_admin(request, tenant, work)
 
 
 @router.post(
     "/{tenant}/{namespace}/resourcegroup/{rg}",
     status_code=204,
-    responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed),
+    responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed)
+    | _forbidden(
+        "attaching a group its tenant does not use: attached to the tenant or to one of its "
+        "namespaces, or the default group while some of its namespaces fall under it"
+    ),
 )
 async def set_namespace_resource_group(
     request: Request, tenant: TenantName, namespace: NamespaceName, rg: ResourceGroupName
@@ -155,14 +211,23 @@ async def set_namespace_resource_group(
     await as_tenant_admin(request, tenant, attach, writes=True)
 
 
-@router.delete("/{tenant}/{namespace}/resourcegroup", status_code=204, responses=_READ_ERRORS)
+@router.delete(
+    "/{tenant}/{namespace}/resourcegroup",
+    status_code=204,
+    responses=_READ_ERRORS
+    | _forbidden(
+        "detaching a namespace's group when neither its tenant's nor the default group would "
+        "then apply"
+    ),
+)
 async def remove_namespace_resource_group(
     request: Request, tenant: TenantName, namespace: NamespaceName
 ) -> None:
-    """Detach the ResourceGroup from a namespace (the tenant's group, if any, then applies)."""
-    await as_tenant_admin(
-        request,
-        tenant,
-        lambda session: attachments.set_for_namespace(session, tenant, namespace, None),
-        writes=True,
-    )
+    """Detach the ResourceGroup from a namespace (its tenant's, else the default, then applies)."""
+    principal = principal_of(request)
+
+    def detach(session: deps.Session) -> None:
+        access.require_detach_keeps_a_group(session, principal, tenant, namespace)
+        attachments.set_for_namespace(session, tenant, namespace, None)
+
+    await as_tenant_admin(request, tenant, detach, writes=True)

@@ -52,6 +52,6 @@ async def put_resource_group(
     responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed),
 )
 async def delete_resource_group(request: Request, rg: ResourceGroupName) -> None:
-    """Delete a ResourceGroup that no tenant or namespace uses."""
+    """Delete a ResourceGroup that no tenant or namespace uses and that is not the default."""
     superuser_of(request)
     await deps.write(request, lambda session: resourcegroups.remove(session, rg))

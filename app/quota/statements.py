@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -30,12 +29,12 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
 
 from app.models import (
     DIMENSIONS,
     RATE_COLUMNS,
     AdminGeneration,
+    DefaultResourceGroup,
     Namespace,
     QuotaGroup,
     QuotaReporter,
@@ -63,7 +62,8 @@ class Statements:
     def __init__(self, dialect: str) -> None:
         self.postgresql = dialect == "postgresql"
         reporter: BindParameter[str] = bindparam("reporter_id")
-        group = func.coalesce(Namespace.resource_group, Tenant.resource_group)
+        default_group = select(DefaultResourceGroup.resource_group).scalar_subquery()
+        group = func.coalesce(Namespace.resource_group, Tenant.resource_group, default_group)
 
         #: The token that triggers change on every write to groups, tenants and namespaces.
         self.generation = select(AdminGeneration.token).where(AdminGeneration.id == 1)
@@ -155,7 +155,8 @@ class Statements:
         )
 
         # A namespace is in a group by its own attachment, or by its tenant's when it has
-        # none; as two selects each can use its index, which the COALESCE of both could not.
+        # none, or as the default when neither has one; as selects apart each can use its
+        # index, which the COALESCE of all could not.
         attached = select(
             Namespace.tenant, Namespace.name, Namespace.resource_group.label("grp")
         ).where(self._among(Namespace.resource_group, "groups"))
@@ -165,7 +166,18 @@ class Statements:
             .where(Namespace.resource_group.is_(None))
             .where(self._among(Tenant.resource_group, "groups"))
         )
-        members = union_all(attached, inherited).subquery()
+        defaulted = (
+            select(
+                Namespace.tenant,
+                Namespace.name,
+                DefaultResourceGroup.resource_group.label("grp"),
+            )
+            .select_from(DefaultResourceGroup)
+            .join(Namespace, Namespace.resource_group.is_(None))
+            .join(Tenant, (Tenant.name == Namespace.tenant) & Tenant.resource_group.is_(None))
+            .where(self._among(DefaultResourceGroup.resource_group, "groups"))
+        )
+        members = union_all(attached, inherited, defaulted).subquery()
         #: (group, reporter, tenant, namespace, *figures) of the other reporters' fresh rows
         self.peers = (
             select(
@@ -199,10 +211,28 @@ class Statements:
             .where(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace))
         )
 
-        #: Reporters not heard from since ``silent_after``.
+        #: Reporters not heard from since ``silent_after``; on PostgreSQL, not one that a
+        #: report is claiming right now (it is back, and waiting on it could deadlock).
         self.silent = select(QuotaReporter.reporter_id).where(
             QuotaReporter.last_seen_at < bindparam("silent_after")
         )
+        if self.postgresql:
+            self.silent = self.silent.with_for_update(skip_locked=True)
+        #: (tenant, namespace, count) of a role's other live reporters in the given namespaces
+        self.live_reporters = (
+            select(QuotaUsage.tenant, QuotaUsage.namespace, func.count())
+            .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
+            .where(QuotaReporter.role == bindparam("role"))
+            .where(QuotaReporter.last_seen_at > bindparam("alive_after"))
+            .where(QuotaUsage.reporter_id != reporter)
+            .where(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace))
+            .group_by(QuotaUsage.tenant, QuotaUsage.namespace)
+        )
+        #: On PostgreSQL, the lock that orders the reports planning a group (see
+        #: `app.quota.store`): an advisory lock per group, held to the end of the
+        #: transaction, taken in one order (of the keys) so that no two reports wait on each
+        #: other in a cycle. SQLite's writers are serialized already.
+        self.lock_groups = self._lock_groups() if self.postgresql else None
         #: The groups the given reporters' rows count in.
         self.groups_of_reporters = (
             select(QuotaUsage.resource_group)
@@ -215,6 +245,12 @@ class Statements:
         self.forget_reporters = delete(QuotaReporter).where(
             self._among(QuotaReporter.reporter_id, "reporters")
         )
+
+    @staticmethod
+    def _lock_groups() -> Any:
+        groups = func.unnest(bindparam("groups", type_=postgresql.ARRAY(String)))
+        keys = select(func.hashtextextended(groups, 0).label("key")).order_by("key").subquery()
+        return select(func.count(func.pg_advisory_xact_lock(keys.c.key))).select_from(keys)
 
     def _insert(self, table: Any) -> Any:
         return postgresql.insert(table) if self.postgresql else sqlite.insert(table)
@@ -256,12 +292,6 @@ def _statements(dialect: str) -> Statements:
     return Statements(dialect)
 
 
-def statements(session: Session) -> tuple[Connection, Statements]:
-    """The session's connection (plain rows, not the ORM's result machinery) and statements."""
-    connection = session.connection()
-    return connection, statements_for(connection)
-
-
 def statements_for(connection: Connection) -> Statements:
     return _statements(connection.dialect.name)
 
@@ -269,11 +299,3 @@ def statements_for(connection: Connection) -> Statements:
 def new_token() -> int:
     """A random token: rows tokens, plan ids and markers are told apart by these."""
     return secrets.randbits(63)
-
-
-def remark(connection: Connection, groups: Iterable[str], now: datetime) -> None:
-    """Give the groups new markers: their reporters plan them again at their next report."""
-    # Sorted: concurrent reports lock markers in one order, so never wait on each other.
-    rows = [{"name": group, "marker": new_token(), "now": now} for group in sorted(set(groups))]
-    if rows:
-        connection.execute(statements_for(connection).remark, rows)

@@ -7,9 +7,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.errors import NotFound, PreconditionFailed
-from app.models import RATE_COLUMNS, Namespace, ResourceGroup, Tenant
+from app.models import RATE_COLUMNS, DefaultResourceGroup, Namespace, ResourceGroup, Tenant
 from app.schemas import ResourceGroupRead, ResourceGroupUpdate
 from app.services._sql import insert
+from app.services.attachments import tenant_uses
 
 UNLIMITED = -1
 GROUP_MISSING = "ResourceGroup does not exist"
@@ -64,11 +65,9 @@ def upsert(session: Session, name: str, body: ResourceGroupUpdate) -> None:
 
 
 def readers(session: Session, name: str) -> frozenset[str]:
-    """Admin roles of the tenants using a group (directly or through a namespace)."""
-    using = select(Tenant.admin_roles).where(
-        (Tenant.resource_group == name)
-        | Tenant.name.in_(select(Namespace.tenant).where(Namespace.resource_group == name))
-    )
+    """Admin roles of the tenants using a group (directly, through a namespace, or as the
+    default group of some of their namespaces)."""
+    using = select(Tenant.admin_roles).where(tenant_uses(name))
     return frozenset(role for roles in session.scalars(using) for role in roles)
 
 
@@ -79,6 +78,7 @@ def is_in_use(session: Session, name: str) -> bool:
                 or_(
                     exists().where(Tenant.resource_group == name),
                     exists().where(Namespace.resource_group == name),
+                    exists().where(DefaultResourceGroup.resource_group == name),
                 )
             )
         )

@@ -4,7 +4,6 @@ interleave, the allocations they are answered with stay within the quota (both d
 from __future__ import annotations
 
 import base64
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -62,6 +61,21 @@ def allocation(response: httpx.Response) -> float:
     return float(response.json()["namespaces"]["t/ns"]["allocations"]["publishMsgs"])
 
 
+def race(http: list[httpx.Client], path: list[str], granted: list[float]) -> None:
+    """Every reporter wants the whole quota at once: threads released together."""
+    barrier = threading.Barrier(len(http))
+
+    def one(i: int) -> None:
+        barrier.wait()
+        granted[i] = allocation(http[i].post(path[i], json=body(WANTED)))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(http))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+
 def test_simultaneous_reports_never_spend_the_same_headroom_twice(
     client: TestClient, servers: list[str], token: Callable[[str], str]
 ) -> None:
@@ -85,17 +99,7 @@ def test_simultaneous_reports_never_spend_the_same_headroom_twice(
             # Settled well below the quota: the room the racing reports compete for.
             assert sum(granted) <= 0.8 * QUOTA
 
-            barrier = threading.Barrier(REPORTERS)
-
-            def race(i: int) -> None:
-                barrier.wait()
-                granted[i] = allocation(http[i].post(path[i], json=body(WANTED)))
-
-            threads = [threading.Thread(target=race, args=(i,)) for i in range(REPORTERS)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(timeout=30)
+            race(http, path, granted)
             # Every reporter's latest answer is the allocation it enforces now.
             worst = max(worst, sum(granted) / QUOTA)
             for i, rid in enumerate(ids):

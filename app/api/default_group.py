@@ -1,0 +1,44 @@
+"""``/admin/v2/default-resourcegroup``: the group of namespaces without one (superusers).
+
+Kafka's default quota entity: with a default set, every namespace is under some group, its
+own, its tenant's or the default, and a new namespace is limited from its first report.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from app.api import deps
+from app.api.security import superuser_of
+from app.errors import BadRequest, Forbidden, PreconditionFailed, Unauthorized, responses
+from app.schemas import ResourceGroupName
+from app.services import attachments
+
+router = APIRouter(prefix="/admin/v2/default-resourcegroup", tags=["default-resourcegroup"])
+
+_ERRORS = responses(Unauthorized, Forbidden)
+
+
+@router.get("", responses=_ERRORS)
+async def get_default_resource_group(request: Request) -> str | None:
+    """Get the name of the default ResourceGroup, or null if there is none."""
+    superuser_of(request)
+    return await deps.read(request, attachments.get_default)
+
+
+@router.post(
+    "/{rg}",
+    status_code=204,
+    responses=responses(BadRequest, Unauthorized, Forbidden, PreconditionFailed),
+)
+async def set_default_resource_group(request: Request, rg: ResourceGroupName) -> None:
+    """Make a ResourceGroup the group of every namespace without its own or its tenant's."""
+    superuser_of(request)
+    await deps.write(request, lambda session: attachments.set_default(session, rg))
+
+
+@router.delete("", status_code=204, responses=_ERRORS)
+async def remove_default_resource_group(request: Request) -> None:
+    """Remove the default ResourceGroup: the namespaces it covered become unlimited."""
+    superuser_of(request)
+    await deps.write(request, lambda session: attachments.set_default(session, None))
