@@ -6,54 +6,65 @@
 
 The first form simulates one scenario and prints its metrics as one JSON object; the second
 runs every ``*.json`` scenario in DIR (default: ``benchmarks/scenarios``) with all three
-algorithms and prints them side by side, with whether ``project`` beats each baseline.
+algorithms and prints them side by side, with whether ``project`` beats each baseline and
+its wins, ties and losses against each, per metric and in all.
 
-Virtual time, no sleeping. Every reporter is a worker process as rgspark runs it: the real
-`TokenBucket` (on the simulation's clock) behind the real `Limiter`, charged in slices of
-10 ms of work, and the real demand estimator (its window an eighth of an interval). A worker
-consumes at most its demand: unthrottled it works through its demand without pause;
-throttled it waits what `Limiter.charge` says before its next slice. The server side runs
-the algorithm on the reports fresh at that moment, as the store holds them (a reporter's
-usage and demand are recorded anew only when one moved by 5% or more: the allocator's "Held
-figures"), and answers the reporting reporter only:
+Virtual time, no sleeping. Every reporter is a worker process as rgspark runs it, on the
+simulation's fake clock: a real `rgspark` `NamespaceQuota` (its `TokenBucket` behind its
+`Limiter`, and its demand estimators) and a real `Reporter`, whose `AdminClient` talks
+through an ``httpx.MockTransport`` to the simulated server below. Work is charged through
+`NamespaceQuota.charge` in slices of 10 ms of work; a worker consumes at most its demand:
+unthrottled it works through its demand without pause, throttled it waits what `charge`
+says before its next slice. A worker process starts when its reporter joins, plus a
+start-up delay under an eighth of an interval taken from a hash of its id and ``--seed``
+(where its first task happened to start): it announces its traffic (`NamespaceQuota.use`),
+reports at once (the start-up call that fetches the policy, demand still unknown), then
+works. A worker whose demand comes back from 0 starts a task again: it announces it anew.
+A reporter that leaves closes its `Reporter`, which releases its share at once.
 
-- ``project``: `app.quota.allocator.plan`: the grant, and when to report next.
+Reports go out when the real reporter sends them: the simulation asks `Reporter.due_in`, the
+decision the reporter thread makes, whenever the thread would look (at the time it says,
+and when a task starts), and calls `Reporter.report` when it says 0. So reports come when
+an answer asks for them, early when demand moved or a task started (an idle worker's claim
+running out included), never more often than the reporter allows. With
+``--periodic-reports``, a reporter instead reports once per interval only, and the server
+never asks for an earlier one. ``reports_per_reporter_s`` is the load that puts on the
+server.
+
+The simulated server keeps the fresh reports as the store does (a reporter's usage and
+demand are recorded anew only when one moved by 5%: `app.quota.allocator.moved`; a reporter
+silent for 3 intervals is gone; a released one at once) and answers the reporting reporter
+only, with the algorithm's rate for ``publishMsgs`` (the other dimensions unlimited):
+
+- ``project``: `app.quota.allocator.plan`, each report in its namespace: the grant, its
+  fallback, and when to report next.
 - ``pulsar``: Pulsar's calculator, quota x own usage / total usage; the full quota when its
   own or the total usage is 0.
 - ``static``: quota / number of reporters.
 
-All three run the same reporters, so only the server's answer differs: each rate is applied
-with `TokenBucket.set_rate(rate, capacity)`, capacity a tenth of a second of the rate, and a
-new bucket starts empty (`app.quota.allocator` says why).
+All three run the same reporters, so only the server's answer differs. Simultaneous events
+run in this order: quota changes, leaves, joins, reports (by start-up delay), work.
 
-Reporting is staggered, as in production: a reporter reports when it joins (its startup call,
-which fetches the policy; its demand is then unknown, `math.inf`), then on its own period
-``report_interval_s`` at a phase in (0, interval] taken from a hash of its id (and ``--seed``),
-standing in for the moment its reporter thread happened to start. Each reporter picks up a
-new allocation only at its own report, so others run at old ones meanwhile. A reporter that
-leaves releases its share at once, as rgspark does at exit. Simultaneous reports are served
-in phase order. Reports are adaptive unless ``--periodic-reports``: a reporter also reports
-when an answer asks for an earlier report (``project`` asks while a reporter waits for
-headroom or is new), and when its demand moved by more than 10% since its last report, as
-PIP-82's brokers do, looking every eighth of an interval and at most once a quarter
-interval. Either kind adds a report without moving the period. ``reports_per_reporter_s``
-is the load that puts on the server.
+Scenarios may give a reporter a ``"namespace"`` (default: ``default`` for all); the ideal is
+then max-min fair among namespaces by their total demand, and within each namespace among
+its reporters.
 
 Metrics, over one-second windows ``[k, k+1)``, with the quota, demands and membership taken at
 the window's start (the scenarios change them on whole seconds), as DESIGN.md section 7
-defines them: the ideal is the max-min fair split of the quota over active reporters' demands;
-``max_overshoot_pct`` = max of (total consumed - quota) / quota, floored at 0;
-``utilization_pct`` = mean total consumed / quota over windows whose total demand >= quota;
-``steady_error_pct`` = mean |total consumed - min(quota, total demand)| / quota over windows
-at least 3 intervals after any event; ``convergence_intervals``: per event, intervals from the
-event to the start of the first window from which every reporter's consumption stays within
-5% of the quota of its ideal until the next event (null if it never does), the worst of them;
-``jain_fairness`` = Jain's index of consumed / ideal per reporter, averaged over those steady
-windows. ``after_quota_notice`` repeats overshoot and utilization without the windows within
-one report interval of a quota change: a change reaches each reporter at its next report, so
-no algorithm can act on it sooner, and a cut shows in the plain figures for every one alike;
-``utilization_capped_pct`` there counts a window's consumption only up to the quota, so that
-overshooting windows do not make up for short ones (`beats` compares that).
+defines them: the ideal is the max-min fair split of the quota over active reporters' demands
+(namespaces first); ``max_overshoot_pct`` = max of (total consumed - quota) / quota, floored
+at 0; ``utilization_pct`` = mean total consumed / quota over windows whose total demand >=
+quota; ``steady_error_pct`` = mean |total consumed - min(quota, total demand)| / quota over
+windows at least 3 intervals after any event; ``convergence_intervals``: per event, intervals
+from the event to the start of the first window from which every reporter's consumption
+stays within 5% of the quota of its ideal until the next event (null if it never does), the
+worst of them; ``jain_fairness`` = Jain's index of consumed / ideal per reporter, averaged
+over those steady windows. ``after_quota_notice`` repeats overshoot and utilization without
+the windows within one report interval of a quota change: a change reaches each reporter at
+its next report, so no algorithm can act on it sooner, and a cut shows in the plain figures
+for every one alike; ``utilization_capped_pct`` there counts a window's consumption only up
+to the quota, so that overshooting windows do not make up for short ones (`beats` compares
+that).
 """
 
 from __future__ import annotations
@@ -65,34 +76,41 @@ import heapq
 import json
 import math
 import sys
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from app.quota.allocator import BURST_S, Report, moved, plan
+import httpx
+
+from app.quota.allocator import Report, moved, plan
 from app.quota.fair import max_min_fair
 
 try:
-    from rgspark import Limiter, TokenBucket
-    from rgspark._demand import DemandEstimator
+    from rgspark._admin import AdminClient
+    from rgspark._reporter import DIMENSIONS, SILENT_INTERVALS, NamespaceQuota, Reporter
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
-    from rgspark import Limiter, TokenBucket
-    from rgspark._demand import DemandEstimator
+    from rgspark._admin import AdminClient
+    from rgspark._reporter import DIMENSIONS, SILENT_INTERVALS, NamespaceQuota, Reporter
 
 ALGORITHMS = ("project", "pulsar", "static")
 BASELINES = ("pulsar", "static")
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
+DEFAULT_NAMESPACE = "default"
 NS = 1_000_000_000
 SLICE_S = 0.01  # seconds of work between two charges
+START_SPREAD = 0.125  # of an interval: the most a worker's start lags its join
 MIN_RATE = 1e-3  # a TokenBucket needs a positive rate
-CHANGE = 0.10  # a move in demand that makes a reporter report early (PIP-82's 10%)
 TOLERANCE = 0.05  # of the quota: how close to its ideal a reporter counts as converged
 SETTLE_INTERVALS = 3  # windows this long after an event are steady
+TENANT = "sim"
+KIND = "publish"
+DIMENSION = "publishMsgs"  # the one the group limits; the others are unlimited
+SERVER = "http://quota-sim"
 
 # Same-moment events run in this order: the quota and membership first, then reports, then work.
 _QUOTA, _LEAVE, _JOIN, _REPORT, _WORK = range(5)
@@ -104,6 +122,7 @@ class Member:
     join_s: float
     leave_s: float | None
     demand: tuple[tuple[float, float], ...]  # (from second, units per second), in order
+    namespace: str = DEFAULT_NAMESPACE
 
     def demand_at(self, t_s: float) -> float:
         rate = 0.0
@@ -143,6 +162,7 @@ class Scenario:
                     join_s=float(r["join_s"]),
                     leave_s=None if r["leave_s"] is None else float(r["leave_s"]),
                     demand=tuple(sorted((float(d["at_s"]), float(d["rate"])) for d in r["demand"])),
+                    namespace=str(r.get("namespace") or DEFAULT_NAMESPACE),
                 )
                 for r in raw["reporters"]
             ),
@@ -170,56 +190,130 @@ class Scenario:
         return {t: found[t] for t in sorted(found) if t < self.duration_s}
 
 
-# --- the server's answer: (rate, seconds until the next report) -----------------------------
+# --- the server: the store's fresh reports, answered with one algorithm ---------------------
 
-Answer = Callable[[float, Sequence[Report], str, float], tuple[float, float]]
+# (quota, fresh reports, the reporter answered, interval) -> (rate, fallback, next report in s)
+Answer = Callable[[float, Sequence[Report], str, float], tuple[float, float, float]]
 
 
 def _project(
     quota: float, reports: Sequence[Report], reporter: str, interval_s: float
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     grant = plan(quota, reports)[reporter]
-    return grant.rate, grant.report_after(interval_s)
+    return grant.rate, grant.fair, grant.report_after(interval_s)
 
 
 def _pulsar(
     quota: float, reports: Sequence[Report], reporter: str, interval_s: float
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     total = sum(r.usage for r in reports)
     own = next(r.usage for r in reports if r.reporter == reporter)
-    return (quota if own == 0 or total == 0 else quota * own / total), interval_s
+    rate = quota if own == 0 or total == 0 else quota * own / total
+    return rate, quota / len(reports), interval_s
 
 
 def _static(
     quota: float, reports: Sequence[Report], reporter: str, interval_s: float
-) -> tuple[float, float]:
-    return quota / len(reports), interval_s
+) -> tuple[float, float, float]:
+    return quota / len(reports), quota / len(reports), interval_s
 
 
 ANSWERS: dict[str, Answer] = {"project": _project, "pulsar": _pulsar, "static": _static}
 
 
+class _Server:
+    """The admin server's ``/quota/v1`` for one group, as an ``httpx.MockTransport`` handler.
+
+    It keeps each reporter's latest report as the store does, held unless a figure moved,
+    forgets reporters silent for `SILENT_INTERVALS` and released ones, and answers with the
+    algorithm's rate for `DIMENSION` (and, unless `adaptive`, never asks for an early report).
+    """
+
+    def __init__(
+        self,
+        answer: Answer,
+        quota: float,
+        interval_s: float,
+        clock: Callable[[], int],
+        *,
+        adaptive: bool = True,
+    ) -> None:
+        self.answer = answer
+        self.quota = quota
+        self.interval_s = interval_s
+        self.clock = clock
+        self.adaptive = adaptive
+        self.reports: dict[str, Report] = {}
+        self.heard_ns: dict[str, int] = {}
+        self.received: Counter[str] = Counter()
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        reporter = request.url.path.split("/")[4]
+        if request.method == "DELETE":
+            self.reports.pop(reporter, None)
+            return httpx.Response(204)
+        self.received[reporter] += 1
+        body = json.loads(request.content)
+        ((key, figures),) = body["namespaces"].items()
+        return httpx.Response(200, json=self._report(reporter, key, figures, body["intervalMs"]))
+
+    def _report(
+        self, reporter: str, key: str, figures: dict[str, Any], interval_ms: int
+    ) -> dict[str, Any]:
+        now = self.clock()
+        self.heard_ns[reporter] = now
+        silent = now - round(SILENT_INTERVALS * self.interval_s * NS)
+        for gone in [r for r in self.reports if self.heard_ns[r] < silent]:
+            del self.reports[gone]
+        mine = figures.get(DIMENSION, {"used": 0, "demand": 0.0})
+        usage = mine["used"] * 1000 / interval_ms
+        demand = float(mine["demand"])
+        stored = self.reports.get(reporter)
+        if stored is not None and not (moved(stored.usage, usage) or moved(stored.demand, demand)):
+            usage, demand = stored.usage, stored.demand  # held, as the store holds them
+        namespace = key.split("/", 1)[1]
+        current = None if stored is None else stored.allocation
+        self.reports[reporter] = Report(reporter, usage, demand, current, namespace)
+        rate, fallback, after_s = self.answer(
+            self.quota, list(self.reports.values()), reporter, self.interval_s
+        )
+        rate = max(rate, MIN_RATE)
+        self.reports[reporter] = replace(self.reports[reporter], allocation=rate)
+        if not self.adaptive:
+            after_s = self.interval_s
+        unlimited = dict.fromkeys(DIMENSIONS, -1.0)
+        return {
+            "accepted": True,
+            "reportIntervalMs": max(1, round(after_s * 1000)),
+            "namespaces": {
+                key: {
+                    "resourceGroup": TENANT,
+                    "limits": None,
+                    "allocations": {**unlimited, DIMENSION: rate},
+                    "fallbackAllocations": {**unlimited, DIMENSION: max(fallback, MIN_RATE)},
+                }
+            },
+        }
+
+
 # --- the simulation -------------------------------------------------------------------------
 
 
+@dataclass
 class _Worker:
-    """One reporter's process: its bucket, limiter, estimator and what it was granted."""
+    """One reporter's process: rgspark's quota and reporter, and what it did when."""
 
-    def __init__(self, member: Member, phase_ns: int) -> None:
-        self.member = member
-        self.phase_ns = phase_ns
-        self.active = False
-        self.bucket: TokenBucket | None = None
-        self.limiter = Limiter()
-        self.estimator: DemandEstimator | None = None
-        self.rate = 0.0
-        self.rate_since = 0
-        self.reported_at = 0
-        self.reported_demand = math.inf
-        self.generation = 0  # of the one report event that is due
-        self.reports = 0
-        self.consumed: dict[int, float] = defaultdict(float)
-        self.allocated: dict[int, float] = defaultdict(float)  # rate x seconds, per window
+    member: Member
+    start_ns: int  # its join, plus where its first task happened to start
+    quota: NamespaceQuota | None = None
+    reporter: Reporter | None = None
+    active: bool = False
+    idle: bool = False  # no task running: its demand is 0
+    looking: int = 0  # the generation of the one reporter-thread wake-up that counts
+    rate: float = 0.0
+    rate_since: int = 0
+    consumed: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    allocated: dict[int, float] = field(default_factory=lambda: defaultdict(float))
 
 
 class Simulation:
@@ -228,24 +322,33 @@ class Simulation:
     ) -> None:
         self.scenario = scenario
         self.adaptive = adaptive
-        self.answer = ANSWERS[algorithm]
         self.now = 0
         self.end = round(scenario.duration_s * NS)
         self.interval = round(scenario.interval_s * NS)
-        self.quota = scenario.quota
-        self.reports: dict[str, Report] = {}
-        self.workers = [_Worker(m, _phase_ns(m.id, seed, self.interval)) for m in scenario.members]
+        self.server = _Server(
+            ANSWERS[algorithm], scenario.quota, scenario.interval_s, self.clock, adaptive=adaptive
+        )
+        spread = round(self.interval * START_SPREAD)
+        self.workers = [
+            _Worker(m, round(m.join_s * NS) + _offset_ns(m.id, seed, spread))
+            for m in scenario.members
+        ]
         self._queue: list[tuple[int, int, int, int, Callable[[], None]]] = []
         self._seq = 0
 
     def clock(self) -> int:
+        """Monotonic nanoseconds, for the buckets and demand estimators."""
         return self.now
+
+    def wall_clock(self) -> float:
+        """Seconds since the epoch, for the reporters: the simulation starts at 0."""
+        return self.now / NS
 
     def run(self) -> Simulation:
         for at_s, quota in self.scenario.quota_changes:
             self._at(round(at_s * NS), _QUOTA, 0, partial(self._set_quota, quota))
         for w in self.workers:
-            self._at(round(w.member.join_s * NS), _JOIN, w.phase_ns, partial(self._join, w))
+            self._at(w.start_ns, _JOIN, w.start_ns, partial(self._join, w))
             if w.member.leave_s is not None:
                 self._at(round(w.member.leave_s * NS), _LEAVE, 0, partial(self._leave, w))
         while self._queue and self._queue[0][0] < self.end:
@@ -262,87 +365,75 @@ class Simulation:
         heapq.heappush(self._queue, (time_ns, order, tiebreak, self._seq, action))
 
     def _set_quota(self, quota: float) -> None:
-        self.quota = quota
+        self.server.quota = quota
 
     def _join(self, w: _Worker) -> None:
+        """As `rgspark._client._start` starts a worker's runtime on its first task."""
+        if w.member.leave_s is not None and self.now >= round(w.member.leave_s * NS):
+            return
+        w.quota = NamespaceQuota(TENANT, w.member.namespace, clock=self.clock)
+        admin = AdminClient(SERVER, transport=httpx.MockTransport(self.server))
+        w.reporter = Reporter(admin, [w.quota], reporter_id=w.member.id, wall_clock=self.wall_clock)
         w.active = True
-        w.estimator = DemandEstimator(recent_s=self.scenario.interval_s / 8, clock=self.clock)
+        w.rate_since = self.now
+        w.quota.use(KIND)
         self._report(w)
         self._start_slice(w)
-        if self.adaptive:
-            self._at(self.now + self.interval // 8, _REPORT, w.phase_ns, lambda: self._watch(w))
 
     def _leave(self, w: _Worker) -> None:
+        if w.reporter is None or not w.active:
+            return
         self._set_rate(w, 0.0)
         w.active = False
-        del self.reports[w.member.id]
+        w.reporter.close()  # releases its share at once
 
-    def _watch(self, w: _Worker) -> None:
-        """Report early when demand moved by over `CHANGE` since the last report."""
-        if not w.active or w.estimator is None:
+    def _look(self, w: _Worker, generation: int | None = None) -> None:
+        """The reporter thread wakes: reports if `Reporter.due_in` says so, then waits."""
+        if not w.active or w.reporter is None or generation not in (None, w.looking):
             return
-        if self.now - w.reported_at >= self.interval // 4:
-            before, now = w.reported_demand, w.estimator.demand()
-            if abs(now - before) > CHANGE * max(now, before) or math.isinf(before):
-                self._report(w)
-        self._at(self.now + self.interval // 8, _REPORT, w.phase_ns, lambda: self._watch(w))
-
-    def _report(self, w: _Worker, generation: int | None = None) -> None:
-        if not w.active or w.estimator is None or generation not in (None, w.generation):
-            return
-        sample = w.estimator.report()
-        w.reported_at, w.reported_demand = self.now, sample.demand
-        w.reports += 1
-        usage = sample.used / sample.elapsed_s if sample.elapsed_s > 0 else 0.0
-        demand = sample.demand
-        stored = self.reports.get(w.member.id)
-        if stored is not None and not (moved(stored.usage, usage) or moved(stored.demand, demand)):
-            usage, demand = stored.usage, stored.demand  # held, as the store holds them
-        current = w.rate if w.bucket is not None else None
-        report = Report(w.member.id, usage, demand, current)
-        self.reports[w.member.id] = report
-        rate, after_s = self.answer(
-            self.quota, list(self.reports.values()), w.member.id, self.scenario.interval_s
-        )
-        if not self.adaptive:
-            after_s = self.scenario.interval_s
-        rate = max(rate, MIN_RATE)
-        self.reports[w.member.id] = replace(report, allocation=rate)
-        self._set_rate(w, rate)
-        if w.bucket is None:
-            w.bucket = TokenBucket(rate, rate * BURST_S, 0, clock=self.clock)
+        seconds = w.reporter.due_in(self.wall_clock()) if self.adaptive else 0.0
+        if seconds <= 0:
+            self._report(w)
         else:
-            w.bucket.set_rate(rate, rate * BURST_S)
-        w.generation += 1
-        self._at(
-            self._next_report(w, round(after_s * NS)),
-            _REPORT,
-            w.phase_ns,
-            partial(self._report, w, w.generation),
-        )
+            self._wake_in(w, seconds)
 
-    def _next_report(self, w: _Worker, after_ns: int) -> int:
-        first = round(w.member.join_s * NS) + w.phase_ns
-        ticks = max(0, (self.now - first) // self.interval + 1)
-        tick = first + ticks * self.interval
-        return min(tick, self.now + after_ns)
+    def _report(self, w: _Worker) -> None:
+        assert w.reporter is not None and w.quota is not None
+        w.reporter.report()
+        self._set_rate(w, w.quota.rate(DIMENSION) or 0.0)
+        if self.adaptive:
+            self._wake_in(w, w.reporter.due_in(self.wall_clock()))
+        else:
+            self._wake_in(w, self.scenario.interval_s)
+
+    def _wake_in(self, w: _Worker, seconds: float) -> None:
+        w.looking += 1
+        # At least a nanosecond on: a due time a rounding error away is then reached.
+        at = self.now + max(1, round(seconds * NS))
+        self._at(at, _REPORT, w.start_ns, partial(self._look, w, w.looking))
 
     def _start_slice(self, w: _Worker) -> None:
-        if not w.active or w.bucket is None:
+        if not w.active or w.quota is None:
             return
         demand = w.member.demand_at(self.now / NS)
         if demand <= 0:
+            w.idle = True
             self._at(self.now + round(SLICE_S * NS), _WORK, 0, lambda: self._start_slice(w))
             return
-        units = min(demand, w.bucket.rate) * SLICE_S
+        if w.idle:  # a task starts: it announces its traffic, which wakes the reporter
+            w.idle = False
+            w.quota.use(KIND)
+            if self.adaptive:
+                self._look(w)
+        rate = w.quota.rate(DIMENSION)
+        units = min(demand, math.inf if rate is None else rate) * SLICE_S
         done = self.now + max(1, round(units / demand * NS))
         self._at(done, _WORK, 0, lambda: self._charge(w, units))
 
     def _charge(self, w: _Worker, units: float) -> None:
-        if not w.active or w.bucket is None or w.estimator is None:
+        if not w.active or w.quota is None:
             return
-        wait_s = w.limiter.charge({w.bucket: units})
-        w.estimator.record_charged(units, wait_s)
+        wait_s = w.quota.charge(KIND, units, 0)
         w.consumed[self.now // NS] += units
         self._at(self.now + round(wait_s * NS), _WORK, 0, lambda: self._start_slice(w))
 
@@ -363,7 +454,7 @@ class Simulation:
             for m in self.scenario.members
             if m.join_s < self.scenario.duration_s
         )
-        return sum(w.reports for w in self.workers) / seconds if seconds > 0 else 0.0
+        return sum(self.server.received.values()) / seconds if seconds > 0 else 0.0
 
     def windows(self) -> list[Window]:
         scenario = self.scenario
@@ -379,15 +470,16 @@ class Simulation:
                     consumed={w.member.id: w.consumed.get(k, 0.0) for w in active},
                     allocated={w.member.id: w.allocated.get(k, 0.0) / span for w in active},
                     total=sum(w.consumed.get(k, 0.0) for w in self.workers),
+                    namespaces={w.member.id: w.member.namespace for w in active},
                 )
             )
         return result
 
 
-def _phase_ns(reporter: str, seed: int, interval_ns: int) -> int:
-    """A reporter's report phase in (0, interval]: where its period happened to start."""
+def _offset_ns(reporter: str, seed: int, spread_ns: int) -> int:
+    """Where a reporter's first task happened to start after its join, in [0, spread)."""
     digest = hashlib.sha256(f"{seed}:{reporter}".encode()).digest()
-    return interval_ns - int.from_bytes(digest[:8], "big") * interval_ns // 2**64
+    return int.from_bytes(digest[:8], "big") * spread_ns // 2**64
 
 
 # --- metrics --------------------------------------------------------------------------------
@@ -401,10 +493,22 @@ class Window:
     consumed: dict[str, float]
     allocated: dict[str, float]
     total: float
+    namespaces: Mapping[str, str] = field(default_factory=dict)
+    """Each reporter's namespace; one not named is in `DEFAULT_NAMESPACE`. `metrics` names
+    them from the scenario when a window names none."""
 
     def ideal(self) -> dict[str, float]:
-        ids = list(self.demand)
-        return dict(zip(ids, max_min_fair(self.quota, [self.demand[i] for i in ids]), strict=True))
+        """The max-min fair split of the quota among namespaces by their total demand, then
+        within each namespace among its reporters by theirs."""
+        members: dict[str, list[str]] = defaultdict(list)
+        for reporter in self.demand:
+            members[self.namespaces.get(reporter, DEFAULT_NAMESPACE)].append(reporter)
+        groups = list(members.values())
+        parts = max_min_fair(self.quota, [sum(self.demand[i] for i in ids) for ids in groups])
+        shares: dict[str, float] = {}
+        for part, ids in zip(parts, groups, strict=True):
+            shares.update(zip(ids, max_min_fair(part, [self.demand[i] for i in ids]), strict=True))
+        return {reporter: shares[reporter] for reporter in self.demand}
 
     def converged(self) -> bool:
         ideal = self.ideal()
@@ -413,6 +517,13 @@ class Window:
 
 def metrics(scenario: Scenario, windows: Sequence[Window]) -> dict[str, Any]:
     """DESIGN.md section 7's metrics of one run; see the module's docstring."""
+    placed = {m.id: m.namespace for m in scenario.members}
+    windows = [
+        w
+        if w.namespaces
+        else replace(w, namespaces={i: placed.get(i, DEFAULT_NAMESPACE) for i in w.demand})
+        for w in windows
+    ]
     events = scenario.events()
     interval = scenario.interval_s
     steady = [
@@ -512,27 +623,58 @@ def beats(project: dict[str, Any], baseline: dict[str, Any]) -> dict[str, bool]:
     `TIE` of each other, they are as good as each other, and ``project`` wins if it is
     within `GOOD`: a tie is fine where both are good.
     """
-    p, b = project["after_quota_notice"], baseline["after_quota_notice"]
+    theirs = _comparable(baseline)
     return {
-        "max_overshoot_pct": _better(p["max_overshoot_pct"], b["max_overshoot_pct"], "overshoot"),
-        "utilization_pct": _better(
-            _shortfall(p["utilization_capped_pct"]),
-            _shortfall(b["utilization_capped_pct"]),
-            "shortfall",
-        ),
-        "steady_error_pct": _better(
-            project["steady_error_pct"], baseline["steady_error_pct"], "steady_error"
-        ),
-        "convergence_intervals": _better(
-            _or_inf(project["convergence_intervals"]),
-            _or_inf(baseline["convergence_intervals"]),
-            "convergence",
-        ),
-        "jain_fairness": _better(
-            _shortfall(project["jain_fairness"], 1.0),
-            _shortfall(baseline["jain_fairness"], 1.0),
-            "jain",
-        ),
+        name: _better(ours, theirs[name][0], metric)
+        for name, (ours, metric) in _comparable(project).items()
+    }
+
+
+def outcomes(project: dict[str, Any], baseline: dict[str, Any]) -> dict[str, str | None]:
+    """Per metric, ``"win"``, ``"tie"`` or ``"loss"`` for ``project`` against ``baseline``,
+    on the figures `beats` compares: a tie is a difference within `TIE`, however good or
+    bad both are. None where the metric was not measured in the scenario."""
+    theirs = _comparable(baseline)
+    result: dict[str, str | None] = {}
+    for name, (ours, metric) in _comparable(project).items():
+        other = theirs[name][0]
+        if ours is None or other is None:
+            result[name] = None
+        elif ours < other - TIE[metric]:
+            result[name] = "win"
+        elif ours > other + TIE[metric]:
+            result[name] = "loss"
+        else:
+            result[name] = "tie"
+    return result
+
+
+def scorecard(verdicts: Mapping[str, Mapping[str, str | None]]) -> dict[str, Any]:
+    """Wins, ties and losses over scenarios (`outcomes` per scenario), per metric and in all."""
+    per_metric: dict[str, Counter[str]] = defaultdict(Counter)
+    for by_metric in verdicts.values():
+        for name, outcome in by_metric.items():
+            counter = per_metric[name]  # listed even when never measured
+            if outcome is not None:
+                counter[outcome] += 1
+    counts = {name: _tally(counter) for name, counter in per_metric.items()}
+    total = _tally(sum(per_metric.values(), Counter()))
+    return {"per_metric": counts, "total": total}
+
+
+def _tally(counter: Counter[str]) -> dict[str, int]:
+    return {"wins": counter["win"], "ties": counter["tie"], "losses": counter["loss"]}
+
+
+def _comparable(result: dict[str, Any]) -> dict[str, tuple[float | None, str]]:
+    """Per metric, its figure as "lower is better", and its `TIE` key."""
+    notice = result["after_quota_notice"]
+    return {
+        "max_overshoot_pct": (notice["max_overshoot_pct"], "overshoot"),
+        "utilization_pct": (_shortfall(notice["utilization_capped_pct"]), "shortfall"),
+        "steady_error_pct": (result["steady_error_pct"], "steady_error"),
+        "convergence_intervals": (_or_inf(result["convergence_intervals"]), "convergence"),
+        "jain_fairness": (_shortfall(result["jain_fairness"], 1.0), "jain"),
     }
 
 
@@ -608,6 +750,10 @@ def compare_all(directory: Path, *, seed: int = 0, adaptive: bool = True) -> dic
         name: {b: beats(runs["project"], runs[b]) for b in BASELINES}
         for name, runs in results.items()
     }
+    versus = {
+        b: {name: outcomes(runs["project"], runs[b]) for name, runs in results.items()}
+        for b in BASELINES
+    }
     return {
         "benchmark": "quota_sim",
         "scenarios_dir": str(directory),
@@ -618,6 +764,10 @@ def compare_all(directory: Path, *, seed: int = 0, adaptive: bool = True) -> dic
         "project_beats_all": all(
             all(v.values()) for per_baseline in verdicts.values() for v in per_baseline.values()
         ),
+        "project_vs": {
+            b: {**scorecard(by_scenario), "by_scenario": by_scenario}
+            for b, by_scenario in versus.items()
+        },
     }
 
 

@@ -18,9 +18,11 @@ force ``a_i`` (0 before its first):
    or ``f_i = d_i`` when the demands add up to no more. So a namespace's share never
    depends on how many processes it runs (or how many reporter ids it makes up). Demand,
    not usage: a throttled reporter's usage is its allocation, so a split by usage
-   (Pulsar's) never lets it grow. ``e_i = Q / K / n_k`` (``K`` namespaces, ``n_k``
-   reporters in the reporter's) is its equal share: what it falls back to when the server
-   is gone (`Grant.fallback`); those add up to ``Q``.
+   (Pulsar's) never lets it grow. The fair shares add up to ``Q`` at most, so they are
+   also what reporters fall back to when the server is gone (the answer's
+   ``fallbackAllocations``): a busy reporter keeps about what it had, an idle one its
+   floor, and a newcomer, whose demand is not known yet, about an equal share rather
+   than the probe below.
 2. **Targets.** Spare ``S = Q - Σ f`` (left only when every demand is met) buys each reporter
    growth room in proportion to its share, ``t_i = f_i (1 + min(G, S / Σ f))``, ``G = 1/4``;
    the rest of ``S`` stays unallocated, for newcomers and growers to take at once. An idle
@@ -31,8 +33,8 @@ force ``a_i`` (0 before its first):
    shortfalls ``s_i = t_i - a_i``: ``g_i = a_i + s_i · min(1, F⁺ / Σ s)``. So increases only
    use room that others' allocations in force leave free, and a reporter rises as the
    others shrink. A newcomer gets at least a probe even when ``F`` is used up, so it starts
-   at once: ``min(t_i, π)`` with ``π = 2% · Q / n``, as long as the allocations in force
-   exceed the quota by less than ``2% · Q - π``; past that, only the floor ``φ``. So the
+   at once: ``min(t_i, 2% · f_i, 2% · Q - over)``, ``over`` being what the allocations in
+   force already exceed the quota by; once that room is gone, only the floor ``φ``. So the
    sum in force exceeds the quota by at most 2% for newcomers' probes, plus floors when
    many arrive at once, before the others have reported: ``k`` newcomers joining ``n``
    reporters within an interval add at most ``1% · Q · ln((n + k) / n)`` more (4.3% in all
@@ -81,7 +83,7 @@ from dataclasses import dataclass
 from app.quota.fair import max_min_fair
 
 FLOOR = 0.01  # of an equal share: the least any reporter is allocated
-PROBE = 0.02  # of an equal share, and of the quota in all: newcomers' start when none is free
+PROBE = 0.02  # of a fair share, and of the quota in all: newcomers' start when none is free
 GROWTH = 0.25  # growth room out of spare quota, as a fraction of a reporter's fair share
 WAITING = 0.95  # a grant below this fraction of the fair share waits for headroom
 EARLY_REPORT = 0.125  # of an interval: when a waiting reporter should report again
@@ -116,9 +118,6 @@ class Grant:
     """Its max-min fair share of the quota given every reporter's demand."""
     early: bool
     """Whether to report again soon: see step 4 of the module's maths."""
-    fallback: float
-    """Its equal share of the quota (between namespaces, then within its own): the rate it
-    holds once the server has been gone for a while. Every reporter's add up to the quota."""
 
     @property
     def capacity(self) -> float:
@@ -144,7 +143,7 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
         return {}
     equal = quota / len(reports)
     floor = FLOOR * equal
-    fair, fallback = _namespaces_first(quota, reports, floor)
+    fair = _namespaces_first(quota, reports, floor)
     spare = quota - sum(fair)
     room = 1 + min(GROWTH, max(spare, 0.0) / sum(fair))
     targets = [share * room for share in fair]
@@ -152,44 +151,38 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
     in_force = [r.allocation or 0.0 for r in reports]
     free = max(quota - sum(in_force), 0.0)
     over = max(sum(in_force) - quota, 0.0)
-    probe = min(PROBE * equal, max(PROBE * quota - over, FLOOR * equal))
+    room_for_probes = max(PROBE * quota - over, floor)
     shortfall = sum(max(t - a, 0.0) for t, a in zip(targets, in_force, strict=True))
     filled = 1.0 if shortfall <= free else free / shortfall
 
     unknown = any(r.demand >= UNKNOWN for r in reports)
     grants: dict[str, Grant] = {}
-    rows = zip(reports, fair, fallback, targets, in_force, strict=True)
-    for report, share, equal_share, target, current in rows:
+    for report, share, target, current in zip(reports, fair, targets, in_force, strict=True):
         # Down at once; up only into what the allocations in force leave free.
         rate = target if target <= current else current + (target - current) * filled
         if report.allocation is None:
-            rate = max(rate, min(target, probe))
+            rate = max(rate, min(target, PROBE * share, room_for_probes))
         early = (
             report.allocation is None
             or rate < WAITING * share
             or (unknown and report.demand > share)
         )
-        grants[report.reporter] = Grant(rate, share, early, equal_share)
+        grants[report.reporter] = Grant(rate, share, early)
     return grants
 
 
-def _namespaces_first(
-    quota: float, reports: Sequence[Report], floor: float
-) -> tuple[list[float], list[float]]:
-    """Each reporter's max-min fair share, namespaces first, and its equal share (step 1)."""
+def _namespaces_first(quota: float, reports: Sequence[Report], floor: float) -> list[float]:
+    """Each reporter's max-min fair share, namespaces first (step 1)."""
     members: dict[str, list[int]] = {}
     for index, report in enumerate(reports):
         members.setdefault(report.namespace, []).append(index)
     wants = [max(report.demand, floor) for report in reports]
     parts = max_min_fair(quota, [sum(wants[i] for i in group) for group in members.values()])
     fair = [0.0] * len(reports)
-    fallback = [0.0] * len(reports)
     for part, group in zip(parts, members.values(), strict=True):
-        shares = max_min_fair(part, [wants[i] for i in group])
-        equal = quota / len(members) / len(group)
-        for index, share in zip(group, shares, strict=True):
-            fair[index], fallback[index] = share, equal
-    return fair, fallback
+        for index, share in zip(group, max_min_fair(part, [wants[i] for i in group]), strict=True):
+            fair[index] = share
+    return fair
 
 
 def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:

@@ -58,8 +58,8 @@ class Plan(NamedTuple):
     quotas: Quotas
     rates: dict[NamespaceKey, Rates]
     fallbacks: dict[NamespaceKey, Rates]
-    """Each namespace's equal shares (`Grant.fallback`): what the reporter holds when the
-    server is gone."""
+    """Each namespace's fair shares (`Grant.fair`): what the reporter holds when the server
+    is gone."""
     early: bool
     """Whether the reporter should report again soon (`Grant.report_after`)."""
 

@@ -82,10 +82,10 @@ class NamespaceAllocation(BaseModel):
         description="This reporter's rate per dimension, per second; -1 means unlimited."
     )
     fallbackAllocations: dict[str, float] = Field(
-        description="Its equal share of the group per dimension (between namespaces, then "
-        "within this one; -1 unlimited): what it holds once the server has been unreachable "
-        "for three report intervals, when the server counts it gone. Every reporter's add "
-        "up to the group's rate."
+        description="Its max-min fair share of the group per dimension (-1 unlimited), given "
+        "every reporter's demand as last reported: what it holds once the server has been "
+        "unreachable for three report intervals, when the server counts it gone. Every "
+        "reporter's add up to the group's rate at most."
     )
 
 

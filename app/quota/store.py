@@ -441,7 +441,7 @@ def _plan(
                 for entry, g in zip(entries, grants, strict=True)
             },
             fallbacks={
-                entry.key: tuple(None if grant is None else grant.fallback for grant in g)
+                entry.key: tuple(None if grant is None else grant.fair for grant in g)
                 for entry, g in zip(entries, grants, strict=True)
             },
             early=any(grant.early for g in grants for grant in g if grant is not None),

@@ -45,7 +45,11 @@ class ResourceGroupClient:
       holding its tasks back; ``"unlimited"``: run unthrottled until the first answer; or a
       mapping of safe rates per dimension, e.g. ``{"publishMsgs": 100}`` (dimensions not
       named run unlimited). Once an allocation arrived, an unreachable server never stops a
-      job: workers keep their last allocation and retry with backoff (fail-static).
+      job (fail-static): workers retry with backoff and keep their last allocation while
+      the server last answered less than 3 report intervals ago (it still counts them
+      alive and holding it); after that they hold the last answer's fallback, their fair
+      share of the group (those of all workers add up to its quota at most), until it
+      answers.
     - ``startup_timeout_s`` (30): how long ``"fail"`` retries first.
     - ``timeout_s`` (10): each request's timeout.
 
@@ -177,7 +181,5 @@ def _first_report(reporter: Reporter, client: ResourceGroupClient, *, forever: b
 
 
 def _try_once(reporter: Reporter) -> None:
-    try:
-        reporter.run_once()
-    except AdminServerError as exc:
-        logger.warning("rgspark: no allocation yet (%s); running on the fallback", exc)
+    if not reporter.report():
+        logger.warning("rgspark: no allocation yet; running as on_no_policy says until one")

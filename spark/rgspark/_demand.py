@@ -59,9 +59,11 @@ class DemandEstimator:
     recent_s``), and ends at the latest charge or wait when the time since is shorter than
     a charge's usual work: that work is under way and not charged yet, and counting its time
     without its units would understate the demand. A longer quiet time is idleness and
-    counts; a whole `recent_s` of it is a demand of 0. Until the first charge, or `recent_s`
-    without one, the demand is unknown and reported as `math.inf`, which the allocator reads
-    as "owed a fair share until the next report says more". `demand` gives the estimate
+    counts; a whole `recent_s` of it is a demand of 0, and the window of the work that
+    follows starts at its first charge (so a worker that wakes shows its demand at once, not
+    averaged with its idle time). Until the first charge, or `recent_s` without one, the
+    demand is unknown and reported as `math.inf`, which the allocator reads as "owed a fair
+    share until the next report says more". `demand` gives the estimate
     without ending the report interval, for a reporter that reports early when demand moved
     (as PIP-82's brokers do on a 10% change).
 
@@ -115,6 +117,7 @@ class DemandEstimator:
         now = self._clock()
         _check(units, wait_s)
         with self._lock:
+            self._resume(now)
             if wait_s:
                 self._hold(now, now + round(wait_s * _NS_PER_SECOND))
             self._count(now, units)
@@ -123,9 +126,11 @@ class DemandEstimator:
         """`units` consumed, by a caller held back for the `slept_s` seconds up to now."""
         now = self._clock()
         _check(units, slept_s)
+        held_from = now - round(slept_s * _NS_PER_SECOND)
         with self._lock:
+            self._resume(held_from)
             if slept_s:
-                self._hold(now - round(slept_s * _NS_PER_SECOND), now)
+                self._hold(held_from, now)
             self._count(now, units)
 
     def report(self) -> DemandSample:
@@ -149,6 +154,17 @@ class DemandEstimator:
             return self._demand(now)
 
     # The helpers below are called with the lock held.
+
+    def _resume(self, start: int) -> None:
+        """A caller's work or wait starting at `start`: if that ends a whole window of
+        idleness (no charge, nobody held), the window starts here from now on."""
+        if start - max(self._last_charge, self._seg_end) >= self._recent_ns:
+            # The idle time was measured as a demand of 0 while it lasted; a window reaching
+            # back across it would make a worker that wakes look idle for a while yet.
+            self._snapshots.clear()
+            self._snapshots.append((start, self._used, self._held_at(start), self._charges))
+            self._mark = start
+            self._next_snapshot = start + self._recent_ns // 2
 
     def _count(self, now: int, units: float) -> None:
         self._used += units

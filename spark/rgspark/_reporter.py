@@ -5,9 +5,43 @@ dimensions (publish/dispatch x msgs/bytes) and a demand estimator beside each. C
 what they did through `NamespaceQuota.acquire` (or `charge`, to wait themselves); a daemon
 thread reports every interval the server asks for and sets each bucket to its allocation.
 
-Fail-static: when the server cannot be reached, the buckets keep their last allocation and the
-reporter retries with exponential backoff. Before any allocation arrived, a dimension the
-group limits is held to `initial_rate` (None: unlimited until the first answer).
+Idle is known: a kind of traffic announced (`NamespaceQuota.use`, a task starting) has an
+unknown demand, which the server reads as "owed a fair share", only until it is charged or a
+whole report interval has passed; then it reports what the estimator measured, 0 when
+nothing was charged, and holds only the floor. It reports again as soon as its demand moves
+(`Reporter.due_in`), so a worker that wakes has a share within an interval.
+
+Fail-static, with a bound. When the server cannot be reached, the reporter retries with
+exponential backoff (capped at `MAX_BACKOFF_S`), and:
+
+- while the server was last reached less than `SILENT_INTERVALS` (3) report intervals ago,
+  the buckets keep the last allocation: the server still counts this worker alive and
+  holding it, so the allocations in force stay within the server's bound;
+- from then on (the server counts the worker gone, and so, if it is down for everyone,
+  is every worker), the buckets hold the last answer's ``fallbackAllocations``: the
+  worker's max-min fair share of the group (namespaces first) given every reporter's demand
+  as last reported. Those of all workers add up to at most the group's quota as of their
+  last answers, so a fleet that lost the server together stays within the quota; a busy
+  worker keeps about what it had, an idle one its floor, and a newcomer, whose demand was
+  not known yet, about an equal share, never the trickle it probed with (an older server
+  that sends no fallback: the last allocation stays);
+- the next successful answer puts the allocation back in force.
+
+So a worker runs above its last allocation only once the server has not heard from it for
+3 intervals. When the server goes down for everyone, the workers switch within one
+interval of each other (the spread of their last answers): meanwhile the sum in force is at
+most ``Σ max(last_i, fallback_i)`` (the quota in a steady state, where no allocation is
+above its fair share but for growth room out of spare quota; more only while allocations
+are still moving); from then on it is at most the quota. A worker cut off from a server
+that others still reach adds its fallback to what the server hands out, until it reaches
+the server again.
+
+The report interval is the longest wait the server's answers have asked for, 1 s before any
+answer. An answer asking for an early report asks for less, so a newcomer whose only
+answers asked for early reports (the server asks that of newcomers) counts in that
+shorter interval and reaches its fallback sooner. Before any allocation arrived, a
+dimension the group limits is held to `initial_rate` (None: unlimited until the first
+answer); `ResourceGroupClient`'s ``on_no_policy`` chooses that.
 """
 
 from __future__ import annotations
@@ -17,8 +51,8 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from typing import Any, Callable
+from collections.abc import Iterable, Mapping
+from typing import Any, Callable, Optional
 
 from ._admin import AdminClient
 from ._bucket import TokenBucket
@@ -41,13 +75,22 @@ MAX_BACKOFF_S = 30.0
 MAX_SLEEP_S = 0.1
 MIN_SPACING = 0.125  # of the report interval: the least time between two reports
 DEMAND_CHANGE = 0.10  # a demand moving more than this is reported before the interval is up
+SILENT_INTERVALS = 3  # the server counts a reporter silent this long gone: see fail-static
+DEFAULT_INTERVAL_S = 1.0  # the server's default report interval, until an answer says
+_NS_PER_SECOND = 1_000_000_000
 
 
 class NamespaceQuota:
-    """The limits one process enforces for one namespace."""
+    """The limits one process enforces for one namespace.
+
+    `clock` returns monotonic nanoseconds (`time.monotonic_ns` by default) for the buckets
+    and demand estimators; `sleep` is what `acquire` waits with. Tests and the quota
+    simulator inject both to run on fake time.
+    """
 
     __slots__ = (
         "_buckets",
+        "_clock",
         "_estimators",
         "_kinds",
         "_limiter",
@@ -67,20 +110,23 @@ class NamespaceQuota:
         initial_rate: float | None = None,
         limiter: Limiter | None = None,
         sleep: Callable[[float], object] = time.sleep,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self.tenant = tenant
         self.namespace = namespace
         self._limiter = limiter or Limiter()
         self._sleep = sleep
-        self._estimators = {dim: DemandEstimator() for dim in DIMENSIONS}
-        # Kinds of traffic this process carries, and those announced but not charged since.
+        self._clock = clock
+        self._estimators = {dim: DemandEstimator(clock=clock) for dim in DIMENSIONS}
+        # Kinds of traffic this process carries, and when those announced but not charged
+        # since were first announced.
         self._kinds: set[str] = set()
-        self._starting: set[str] = set()
+        self._starting: dict[str, int] = {}
         self._reported: dict[str, float] = {}  # the demand each dimension last reported
         #: Called when a kind is announced: the reporter then reports without waiting.
         self.on_start: Callable[[], object] | None = None
         self._buckets: dict[str, TokenBucket | None] = {
-            dim: None if initial_rate is None else _bucket(initial_rate) for dim in DIMENSIONS
+            dim: None if initial_rate is None else self._bucket(initial_rate) for dim in DIMENSIONS
         }
 
     @property
@@ -88,15 +134,21 @@ class NamespaceQuota:
         return f"{self.tenant}/{self.namespace}"
 
     def use(self, kind: str) -> None:
-        """Announce traffic about to flow (a task starting), so that the next report, sent at
-        once, claims a share of it instead of the trickle an idle process gets."""
+        """Announce traffic about to flow (a task starting), so that the next report, sent
+        soon, claims a share of it instead of the trickle an idle process gets.
+
+        The claim lasts until the kind is charged or a report interval has passed since
+        the first announcement not charged since, whichever comes first: announcing again
+        meanwhile does not prolong it, so a worker that announces and then does nothing
+        is known to be idle after an interval.
+        """
         _check_kind(kind)
         self._kinds.add(kind)
-        self._starting.add(kind)
+        self._starting.setdefault(kind, self._now())
         if self.on_start is not None:
             self.on_start()
 
-    def acquire(self, kind: str, msgs: int, nbytes: int) -> float:
+    def acquire(self, kind: str, msgs: float, nbytes: float) -> float:
         """Charge `msgs` and `nbytes`, then wait until allowed on; returns seconds waited."""
         reservation = self._limiter.reserve(self._charges(kind, msgs, nbytes))
         expected = reservation.remaining()
@@ -115,14 +167,14 @@ class NamespaceQuota:
             self._record(kind, 0, 0, 0.0, held_before_s=waited - expected)
         return waited
 
-    def charge(self, kind: str, msgs: int, nbytes: int) -> float:
+    def charge(self, kind: str, msgs: float, nbytes: float) -> float:
         """Charge without waiting; returns the seconds the caller should wait."""
         wait = self._limiter.charge(self._charges(kind, msgs, nbytes))
         self._record(kind, msgs, nbytes, wait)
         return wait
 
     def _record(
-        self, kind: str, msgs: int, nbytes: int, wait_s: float, held_before_s: float = 0.0
+        self, kind: str, msgs: float, nbytes: float, wait_s: float, held_before_s: float = 0.0
     ) -> None:
         for dim, units in ((f"{kind}Msgs", msgs), (f"{kind}Bytes", nbytes)):
             estimator = self._estimators[dim]
@@ -136,17 +188,23 @@ class NamespaceQuota:
         bucket = self._buckets[dimension]
         return None if bucket is None else bucket.rate
 
-    def usage(self) -> dict[str, dict[str, float]]:
+    def usage(self, interval_s: float = DEFAULT_INTERVAL_S) -> dict[str, dict[str, float]]:
         """This report's figures for the dimensions in use (and the start of the next's).
 
-        A kind announced but not charged since has an unknown demand: a task is about to
-        start, and what it will want is not measured yet.
+        A kind announced less than `interval_s` (the report interval) ago and not charged
+        since has an unknown demand: a task is about to start, and what it will want is
+        not measured yet. After a whole interval without a charge it is measured like any
+        other: 0, idle.
         """
+        now = self._now()
         figures = {}
         for kind in sorted(self._kinds):
+            unknown = self._unknown(kind, now, interval_s)
+            if not unknown:
+                self._starting.pop(kind, None)
             for dim in (f"{kind}Msgs", f"{kind}Bytes"):
                 sample = self._estimators[dim].report()
-                demand = sample.demand if kind not in self._starting else math.inf
+                demand = math.inf if unknown else sample.demand
                 self._reported[dim] = demand
                 figures[dim] = {
                     "used": round(sample.used),
@@ -154,18 +212,27 @@ class NamespaceQuota:
                 }
         return figures
 
-    def demand_moved(self, threshold: float = DEMAND_CHANGE) -> bool:
+    def demand_moved(
+        self, threshold: float = DEMAND_CHANGE, *, interval_s: float = DEFAULT_INTERVAL_S
+    ) -> bool:
         """Whether some dimension's demand moved by more than `threshold` since the last
-        report (PIP-82's "significant change"): worth reporting before the interval is up."""
+        report (PIP-82's "significant change"), or an announced kind's claim ran out
+        uncharged (`use`): worth reporting before the interval is up."""
+        now = self._now()
+        for kind in self._starting:
+            if not self._unknown(kind, now, interval_s) and math.isinf(
+                self._reported.get(f"{kind}Msgs", 0.0)
+            ):
+                return True  # reported unknown, and known to be idle now
         for dim, before in self._reported.items():
-            now = self._estimators[dim].demand()
-            if math.isinf(before) or math.isinf(now):
+            after = self._estimators[dim].demand()
+            if math.isinf(before) or math.isinf(after):
                 continue  # unknown until measured; the next regular report settles it
-            if abs(now - before) > threshold * max(before, now, 1.0):
+            if abs(after - before) > threshold * max(before, after, 1.0):
                 return True
         return False
 
-    def apply(self, allocations: dict[str, float]) -> None:
+    def apply(self, allocations: Mapping[str, float]) -> None:
         """Hold each dimension to its allocation (-1: unlimited), keeping any debt."""
         for dim in DIMENSIONS:
             rate = allocations.get(dim, -1.0)
@@ -173,16 +240,26 @@ class NamespaceQuota:
             if rate < 0 or rate == 0:
                 self._buckets[dim] = None
             elif bucket is None:
-                self._buckets[dim] = _bucket(rate)
+                self._buckets[dim] = self._bucket(rate)
             elif rate != bucket.rate:
                 bucket.set_rate(rate, rate * BURST_S)
 
-    def _charges(self, kind: str, msgs: int, nbytes: int) -> list[tuple[TokenBucket, int]]:
+    def _unknown(self, kind: str, now: int, interval_s: float) -> bool:
+        announced = self._starting.get(kind)
+        return announced is not None and now - announced < interval_s * _NS_PER_SECOND
+
+    def _charges(self, kind: str, msgs: float, nbytes: float) -> list[tuple[TokenBucket, float]]:
         _check_kind(kind)
         self._kinds.add(kind)
-        self._starting.discard(kind)
+        self._starting.pop(kind, None)
         pairs = ((self._buckets[f"{kind}Msgs"], msgs), (self._buckets[f"{kind}Bytes"], nbytes))
         return [(bucket, amount) for bucket, amount in pairs if bucket is not None and amount]
+
+    def _now(self) -> int:
+        return time.monotonic_ns() if self._clock is None else self._clock()
+
+    def _bucket(self, rate: float) -> TokenBucket:
+        return _bucket(rate) if self._clock is None else _bucket(rate, self._clock)
 
 
 def _check_kind(kind: str) -> None:
@@ -190,16 +267,23 @@ def _check_kind(kind: str) -> None:
         raise ConfigurationError(f"kind must be 'publish' or 'dispatch', not {kind!r}")
 
 
-def _bucket(rate: float) -> TokenBucket:
+def _bucket(rate: float, clock: Callable[[], int] | None = None) -> TokenBucket:
     # Empty at first: processes that start together must not all burst at once.
-    return TokenBucket(rate, rate * BURST_S, initial_tokens=0)
+    return TokenBucket(rate, rate * BURST_S, initial_tokens=0, clock=clock)
+
+
+Fallbacks = Optional[Mapping[str, float]]
 
 
 class Reporter:
     """Reports a process's usage for its namespaces and applies the allocations it gets back.
 
-    `run_once` does one round trip and is all tests need; `start` runs it on a daemon thread
-    at the server's cadence; `close` stops the thread and releases the shares at once.
+    `run_once` does one round trip and raises when it fails; `report` does one with the
+    failure handling of the module's fail-static rule; `due_in` says when the next is due.
+    `start` runs them on a daemon thread at the server's cadence; `close` stops the thread
+    and releases the shares at once. `wall_clock` (seconds since the epoch) and `sleep`
+    (None: a wait that a task start cuts short) let tests and the quota simulator drive it
+    on fake time.
     """
 
     def __init__(
@@ -209,19 +293,30 @@ class Reporter:
         *,
         reporter_id: str | None = None,
         wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], object] | None = None,
     ) -> None:
         self.admin = admin
         self.namespaces = {quota.key: quota for quota in namespaces}
         self.reporter_id = reporter_id or uuid.uuid4().hex
         self._wall_clock = wall_clock
-        self._last_report = wall_clock()
+        self._sleep = sleep
+        self._last_report = self._due = wall_clock()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._started = False  # a task started since the last report
         for quota in self.namespaces.values():
-            quota.on_start = self._wake.set
-        self.interval_s = 1.0
+            quota.on_start = self._on_start
+        #: Seconds until the next report, as the last answer asked (less when it asks early).
+        self.interval_s = DEFAULT_INTERVAL_S
+        #: The report interval: the longest wait the server's answers asked for.
+        self.period_s = DEFAULT_INTERVAL_S
         self.failures = 0
+        #: When the server last answered (the report's sending time); None before it has.
+        self.reached_at: float | None = None
+        #: Whether the buckets hold the fallback allocations (fail-static, past the bound).
+        self.on_fallback = False
+        self._fallbacks: dict[str, Fallbacks] = {}
         #: Seconds the server's request quota asked this reporter to hold back, in all.
         self.throttled_s = 0.0
         self._not_before = 0.0
@@ -232,15 +327,76 @@ class Reporter:
         body: dict[str, Any] = {
             "sentAtMs": round(now * 1000),
             "intervalMs": max(1, round((now - self._last_report) * 1000)),
-            "namespaces": {key: quota.usage() for key, quota in self.namespaces.items()},
+            "namespaces": {
+                key: quota.usage(self.period_s) for key, quota in self.namespaces.items()
+            },
         }
         self._last_report = now
+        self._started = False
         answer = self.admin.report(self.reporter_id, body)
         for key, result in answer.get("namespaces", {}).items():
-            if key in self.namespaces:
-                self.namespaces[key].apply(result.get("allocations", {}))
+            quota = self.namespaces.get(key)
+            if quota is not None:
+                quota.apply(result.get("allocations", {}))
+                self._fallbacks[key] = result.get("fallbackAllocations")
         self.interval_s = answer.get("reportIntervalMs", 1000) / 1000
-        return max(self.interval_s, self._honour_throttle())
+        first = self.reached_at is None
+        self.period_s = self.interval_s if first else max(self.period_s, self.interval_s)
+        self.reached_at = now
+        self.on_fallback = False
+        delay = max(self.interval_s, self._honour_throttle())
+        self._due = now + delay
+        return delay
+
+    def report(self) -> bool:
+        """One report, as the reporter thread sends it; returns whether the server answered.
+
+        On failure, the buckets keep their allocation until the fail-static bound has
+        passed, then hold the fallback (see the module's docstring), and the next report is
+        due after a backoff, or at the bound if that comes first.
+        """
+        try:
+            self.run_once()
+        except AdminServerError as exc:
+            self._failed(exc)
+            return False
+        if self.failures:
+            logger.info("rgspark: admin server reachable again")
+        self.failures = 0
+        return True
+
+    def fallback_at(self) -> float | None:
+        """When the buckets move to the fallback if the server stays unreachable; None
+        before any answer (``on_no_policy`` applies then)."""
+        if self.reached_at is None:
+            return None
+        return self.reached_at + SILENT_INTERVALS * self.period_s
+
+    def _failed(self, exc: AdminServerError) -> None:
+        self.failures += 1
+        now = self._wall_clock()
+        deadline = self.fallback_at()
+        if deadline is not None and now >= deadline and not self.on_fallback:
+            self._fall_back()
+        due = now + min(self.period_s * 2**self.failures, MAX_BACKOFF_S)
+        if deadline is not None and not self.on_fallback:
+            due = min(due, deadline)  # try once more at the bound before falling back
+        self._due = due
+        self._honour_throttle()
+        log = logger.warning if self.failures == 1 else logger.debug
+        log("rgspark: report failed (%s); retrying in %.1f s", exc, due - now)
+
+    def _fall_back(self) -> None:
+        self.on_fallback = True
+        for key, quota in self.namespaces.items():
+            fallbacks = self._fallbacks.get(key)
+            if fallbacks is not None:
+                quota.apply(fallbacks)
+        logger.warning(
+            "rgspark: no answer from the admin server for %d report intervals; holding the "
+            "fallback allocations (its fair share of each group) until it answers",
+            SILENT_INTERVALS,
+        )
 
     def _honour_throttle(self) -> float:
         """The server's throttle time (KIP-124): no call before it has passed."""
@@ -250,6 +406,32 @@ class Reporter:
             self._not_before = self._wall_clock() + throttle
             logger.info("rgspark: the admin server throttles this worker for %.2f s", throttle)
         return throttle
+
+    def due_in(self, now: float) -> float:
+        """Seconds from `now` until the next report should go out; 0 when it should now.
+
+        A report is due when the last answer asked (or, after a failure, the backoff or
+        the fail-static bound says); sooner, once `MIN_SPACING` of an interval has passed
+        since the last, when a task started (`NamespaceQuota.use`) or some demand moved
+        (`NamespaceQuota.demand_moved`), but not while the server fails; never before the
+        server's throttle time has passed. Otherwise, the time to look again: the reporter
+        thread, and the quota simulator, call this whenever they wake.
+        """
+        due = max(self._due, self._not_before)
+        if now >= due:
+            return 0.0
+        if self.failures:
+            return due - now
+        spacing = self.period_s * MIN_SPACING
+        earliest = max(self._last_report + spacing, self._not_before)
+        if now >= earliest and (self._started or self._moved()):
+            return 0.0
+        look = earliest if now < earliest else now + spacing
+        return min(due, look) - now
+
+    def _on_start(self) -> None:
+        self._started = True
+        self._wake.set()
 
     def start(self) -> None:
         if self._thread is None:
@@ -269,28 +451,21 @@ class Reporter:
         finally:
             self.admin.close()
 
-    def _wait(self, delay: float) -> None:
-        """Sleep until the next report is due, or earlier when a task starts or demand moves
-        by more than DEMAND_CHANGE; never report more often than MIN_SPACING allows."""
-        spacing = self.interval_s * MIN_SPACING
-        due = self._last_report + delay
-        due = max(due, self._not_before)
+    def _wait(self) -> None:
+        """Wait until `due_in` says the next report is due, or the reporter is closed."""
         while not self._stop.is_set():
-            now = self._wall_clock()
-            early_ok = now - self._last_report >= spacing and now >= self._not_before
-            if now >= due or (early_ok and self._moved()):
+            seconds = self.due_in(self._wall_clock())
+            if seconds <= 0:
                 return
-            woken = self._wake.wait(min(due - now, spacing))
-            if woken:
+            if self._sleep is not None:
+                self._sleep(seconds)
+            elif self._wake.wait(seconds):  # a task started: look again at once
                 self._wake.clear()
-                now = self._wall_clock()
-                hold = max(self._last_report + spacing, self._not_before) - now
-                if hold > 0:
-                    time.sleep(hold)
-                return
 
     def _moved(self) -> bool:
-        return any(quota.demand_moved() for quota in self.namespaces.values())
+        return any(
+            quota.demand_moved(interval_s=self.period_s) for quota in self.namespaces.values()
+        )
 
     def __enter__(self) -> Reporter:
         return self
@@ -299,22 +474,8 @@ class Reporter:
         self.close()
 
     def _run(self) -> None:
-        delay = 0.0
         while True:
-            self._wait(delay)
+            self._wait()
             if self._stop.is_set():
                 return
-            try:
-                delay = self.run_once()
-                if self.failures:
-                    logger.info("rgspark: admin server reachable again")
-                self.failures = 0
-            except AdminServerError as exc:
-                # Fail-static: the buckets keep their last allocation while we retry.
-                self.failures += 1
-                delay = max(
-                    min(self.interval_s * 2**self.failures, MAX_BACKOFF_S),
-                    self._honour_throttle(),
-                )
-                log = logger.warning if self.failures == 1 else logger.debug
-                log("rgspark: report failed (%s); retrying in %.1f s", exc, delay)
+            self.report()

@@ -73,14 +73,15 @@ class TestNamespacesFirst:
         # "a" wants 150 < 500: it gets it all; "b" splits 850 max-min: 550 and 300.
         assert [shares[r.reporter].fair for r in reports_] == pytest.approx([100, 50, 550, 300])
 
-    def test_fallbacks_are_equal_shares_adding_up_to_the_quota(self) -> None:
-        reports_ = [Report("a-1", 0, 0, 10, "a")] + [
-            Report(f"b-{i}", 0, 900, 10, "b") for i in range(4)
-        ]
-        shares = plan(1000, reports_)
-        assert shares["a-1"].fallback == pytest.approx(500)
-        assert shares["b-0"].fallback == pytest.approx(125)
-        assert sum(grant.fallback for grant in shares.values()) == pytest.approx(1000)
+    def test_a_newcomer_probes_with_a_share_of_its_namespace_not_of_every_process(
+        self,
+    ) -> None:
+        # Fifty processes of "b" hold the whole quota; "a" arrives, its demand unknown: its
+        # fair share is half the quota, and its probe 2% of that, not 2% of a 51st.
+        settled = [Report(f"b-{i}", 20, 100, 20, "b") for i in range(50)]
+        grant = plan(1000, [*settled, Report("a-1", 0, UNKNOWN, None, "a")])["a-1"]
+        assert grant.fair == pytest.approx(500)
+        assert grant.rate == pytest.approx(10)
 
     def test_an_idle_reporter_holds_only_the_floor_and_growth_room(self) -> None:
         # Demand 0 (idle for a whole interval) is known: the busy one's share is the rest.
@@ -245,7 +246,7 @@ class TestContract:
             allocate(1000, bad)
 
     def test_the_bucket_holds_a_tenth_of_a_second(self) -> None:
-        assert Grant(500, 500, False, 500).capacity == 500 * BURST_S == 50
+        assert Grant(500, 500, False).capacity == 500 * BURST_S == 50
 
 
 class TestHeldFigures:

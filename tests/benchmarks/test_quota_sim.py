@@ -18,9 +18,12 @@ from benchmarks.quota_sim import (
     SCENARIOS,
     Member,
     Scenario,
+    Simulation,
     Window,
     beats,
     metrics,
+    outcomes,
+    scorecard,
     simulate,
 )
 
@@ -34,8 +37,28 @@ def run(name: str, algorithm: str, seed: int = 0) -> dict[str, Any]:
     return simulate(Scenario.load(SCENARIOS / f"{name}.json"), algorithm, seed=seed)
 
 
-def test_the_shared_scenarios_are_all_here() -> None:
-    assert NAMES == ["demand-shift", "join-leave", "quota-change", "two-equal", "uneven-demand"]
+SHARED = ["demand-shift", "join-leave", "quota-change", "two-equal", "uneven-demand"]
+OURS = ["idle-wake", "namespace-heads"]
+
+
+def test_the_shared_scenarios_and_ours_are_all_here() -> None:
+    found = sorted(path.stem for path in SCENARIOS.glob("*.json"))
+    assert found == sorted(SHARED + OURS)
+
+
+@cache
+def trace(name: str, algorithm: str) -> dict[tuple[int, str], dict[str, float]]:
+    """The run's windows per (second, reporter): quota, demand, allocated rate, consumed."""
+    simulation = Simulation(Scenario.load(SCENARIOS / f"{name}.json"), algorithm).run()
+    return {
+        (w.start_s, reporter): {
+            "demand": w.demand[reporter],
+            "allocated": w.allocated[reporter],
+            "consumed": w.consumed[reporter],
+        }
+        for w in simulation.windows()
+        for reporter in w.demand
+    }
 
 
 def assert_bars(result: dict[str, Any], scenario: Scenario) -> None:
@@ -80,6 +103,65 @@ def test_pulsar_overshoots_when_reporters_start_and_never_lets_a_throttled_one_g
 def test_static_ignores_demand() -> None:
     static = run("uneven-demand", "static")
     assert static["utilization_pct"] < 80  # 40 each, while mid wants 50 and small 10
+
+
+class TestIdleIsKnown:
+    """idle-wake: busy wants 800 throughout; stager 400, idle from 15 s to 35 s and after 50 s;
+    sleeper joins at 5 s announcing traffic, consumes nothing until 25 s, then wants 600."""
+
+    def test_an_idle_newcomer_holds_only_the_floor(self) -> None:
+        windows = trace("idle-wake", "project")
+        for second in range(7, 25):
+            assert windows[second, "sleeper"]["allocated"] < 0.01 * 1000
+        for second in range(7, 15):  # busy gets all that stager leaves: 600
+            assert windows[second, "busy"]["consumed"] == pytest.approx(600, abs=10)
+        for second in range(17, 25):  # and all it wants once stager idles too
+            assert windows[second, "busy"]["consumed"] == pytest.approx(800, abs=10)
+
+    def test_a_sleeper_that_wakes_has_its_share_within_an_interval(self) -> None:
+        windows = trace("idle-wake", "project")
+        assert windows[26, "sleeper"]["consumed"] == pytest.approx(500, abs=25)
+        assert windows[36, "stager"]["consumed"] == pytest.approx(1000 / 3, abs=25)
+
+    def test_the_baselines_fail_here(self) -> None:
+        static = trace("idle-wake", "static")
+        # quota / 3 for busy, whatever the sleeper and stager leave unused
+        assert windows_mean(static, "busy", range(17, 25)) == pytest.approx(1000 / 3, abs=5)
+        assert run("idle-wake", "pulsar")["max_overshoot_pct"] > 5  # idle gets the whole quota
+
+
+def windows_mean(
+    windows: dict[tuple[int, str], dict[str, float]], who: str, seconds: range
+) -> float:
+    return sum(windows[s, who]["consumed"] for s in seconds) / len(seconds)
+
+
+class TestNamespacesFirst:
+    """namespace-heads: alpha is one reporter wanting 800, beta twenty wanting 100 each (ten
+    of them leave at 20 s); quota 1000."""
+
+    def test_a_namespace_share_does_not_depend_on_its_head_count(self) -> None:
+        windows = trace("namespace-heads", "project")
+        for seconds in (range(3, 20), range(23, 60)):
+            assert windows_mean(windows, "a", seconds) == pytest.approx(500, abs=5)
+        assert windows_mean(windows, "b01", range(3, 20)) == pytest.approx(25, abs=1)
+        assert windows_mean(windows, "b01", range(23, 60)) == pytest.approx(50, abs=2)
+
+    def test_static_splits_by_head_count(self) -> None:
+        windows = trace("namespace-heads", "static")
+        assert windows_mean(windows, "a", range(3, 20)) == pytest.approx(1000 / 21, abs=2)
+
+
+def test_every_reporter_is_rgspark_s_own() -> None:
+    from rgspark._reporter import NamespaceQuota, Reporter
+
+    simulation = Simulation(Scenario.load(SCENARIOS / "two-equal.json"), "project")
+    simulation.run()
+    for worker in simulation.workers:
+        assert isinstance(worker.quota, NamespaceQuota)
+        assert isinstance(worker.reporter, Reporter)
+    # Two reports at least per reporter and second: the start, and one per interval after.
+    assert sum(simulation.server.received.values()) >= 2 * 30
 
 
 class TestMetrics:
@@ -129,6 +211,43 @@ class TestMetrics:
         assert figures["steady_error_pct"] == pytest.approx((0 + 4 + 0) / 3)
         assert figures["jain_fairness"] == 1
         assert figures["utilization_pct"] is None  # demand never reached the quota
+
+    def test_the_ideal_is_fair_between_namespaces_first(self) -> None:
+        demand = {"a": 800.0, "b1": 100.0, "b2": 100.0, "b3": 100.0, "c": 50.0}
+        spaces = {"a": "alpha", "b1": "beta", "b2": "beta", "b3": "beta", "c": "gamma"}
+        window = Window(0, 650, demand, {}, {}, 0, spaces)
+        # gamma wants 50 (less than a third): the rest, 600, splits 300 / 300; beta's 300
+        # among three reporters wanting 100 each.
+        assert window.ideal() == {"a": 300, "b1": 100, "b2": 100, "b3": 100, "c": 50}
+        assert Window(0, 650, demand, {}, {}, 0).ideal()["a"] == pytest.approx(650 - 350)
+
+    def test_windows_that_name_no_namespace_take_the_scenario_s(self) -> None:
+        # As benchmarks/fleet.py builds them: from the scenario's members, without namespaces.
+        scenario = Scenario(
+            "hand",
+            100,
+            1,
+            4,
+            (),
+            (
+                Member("a", 0, None, ((0, 80),), "alpha"),
+                *(Member(f"b{i}", 0, None, ((0, 80),), "beta") for i in range(3)),
+            ),
+        )
+        fair = {"a": 50.0, "b0": 50 / 3, "b1": 50 / 3, "b2": 50 / 3}
+        windows = [
+            Window(k, 100, dict.fromkeys(fair, 80.0), fair, dict.fromkeys(fair, 0.0), 100)
+            for k in range(4)
+        ]
+        figures = metrics(scenario, windows)
+        assert figures["convergence_intervals"] == 0
+        assert figures["jain_fairness"] == pytest.approx(1)
+
+    def test_scenario_namespaces_default_to_one(self) -> None:
+        scenario = Scenario.load(SCENARIOS / "two-equal.json")
+        assert {m.namespace for m in scenario.members} == {"default"}
+        heads = Scenario.load(SCENARIOS / "namespace-heads.json")
+        assert {m.namespace for m in heads.members} == {"alpha", "beta"}
 
     def test_never_converging_is_null(self) -> None:
         figures = metrics(
@@ -195,3 +314,51 @@ class TestCommand:
         result = json.loads(out)
         assert set(result["results"]["uneven-demand"]) == set(quota_sim.ALGORITHMS)
         assert result["project_beats_all"] is True
+        for baseline in quota_sim.BASELINES:
+            versus = result["project_vs"][baseline]
+            assert set(versus["by_scenario"]) == {"uneven-demand"}
+            assert sum(versus["total"].values()) == 5  # five metrics, each measured once
+            assert versus["total"]["losses"] == 0
+
+
+class TestScorecard:
+    def result(
+        self, overshoot: float, utilization: float | None, convergence: float | None
+    ) -> dict[str, Any]:
+        return {
+            "after_quota_notice": {
+                "max_overshoot_pct": overshoot,
+                "utilization_capped_pct": utilization,
+            },
+            "steady_error_pct": 0.0,
+            "convergence_intervals": convergence,
+            "jain_fairness": 1.0,
+        }
+
+    def test_wins_ties_and_losses_within_the_tie_margins(self) -> None:
+        ours = self.result(overshoot=2.0, utilization=99.0, convergence=None)
+        theirs = self.result(overshoot=3.5, utilization=99.4, convergence=2.0)
+        assert outcomes(ours, theirs) == {
+            "max_overshoot_pct": "win",  # 1.5 lower, more than the 1.0 margin
+            "utilization_pct": "tie",  # shortfalls 1.0 and 0.6: within 0.5
+            "steady_error_pct": "tie",
+            "convergence_intervals": "loss",  # never converged
+            "jain_fairness": "tie",
+        }
+        unmeasured = self.result(overshoot=0.0, utilization=None, convergence=1.0)
+        assert outcomes(unmeasured, theirs)["utilization_pct"] is None
+
+    def test_tallies_per_metric_and_in_all(self) -> None:
+        card = scorecard(
+            {
+                "one": {"x": "win", "y": "loss"},
+                "two": {"x": "tie", "y": None},
+            }
+        )
+        assert card == {
+            "per_metric": {
+                "x": {"wins": 1, "ties": 1, "losses": 0},
+                "y": {"wins": 0, "ties": 0, "losses": 1},
+            },
+            "total": {"wins": 1, "ties": 1, "losses": 1},
+        }

@@ -103,6 +103,27 @@ class TestRecency:
         clock.advance(0.2)
         assert estimator.report().demand == 0
 
+    def test_waking_is_measured_from_the_first_charge(self, clock: FakeClock) -> None:
+        estimator = DemandEstimator(recent_s=0.125, clock=clock)
+        run_charged(estimator, clock, 1.0, demand=800, rate=1000)
+        clock.advance(20)
+        assert estimator.report().demand == 0
+        run_charged(estimator, clock, 0.1, demand=300, rate=1000)
+        # Not averaged with the idle time, nor with the charges before it.
+        assert estimator.demand() == pytest.approx(300, rel=0.15)
+        run_charged(estimator, clock, 0.3, demand=300, rate=1000)
+        assert estimator.demand() == pytest.approx(300)
+
+    def test_waking_throttled_shows_its_demand_at_once(self, clock: FakeClock) -> None:
+        # Idle, then woken at a trickle (the floor an idle reporter keeps): the time it is
+        # held back shows the demand, where a window reaching back over the idle time
+        # would count that as unheld and say it wants almost nothing.
+        estimator = DemandEstimator(recent_s=0.125, clock=clock)
+        run_charged(estimator, clock, 0.5, demand=100, rate=1000)
+        clock.advance(20)
+        run_charged(estimator, clock, 0.1, demand=400, rate=5)
+        assert estimator.report().demand == pytest.approx(400, rel=0.15)  # + its first slice
+
     def test_sparse_charges_widen_the_window(self, clock: FakeClock) -> None:
         # One charge every 100 ms: a 125 ms window would hold one or two of them.
         estimator = DemandEstimator(recent_s=0.125, clock=clock)

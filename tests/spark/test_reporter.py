@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
@@ -11,7 +16,8 @@ from sqlalchemy import Engine, func, select
 from app.models import QuotaReporter
 from rgspark import ServerUnreachableError
 from rgspark._admin import AdminClient
-from rgspark._reporter import NamespaceQuota, Reporter
+from rgspark._reporter import UNKNOWN_DEMAND, NamespaceQuota, Reporter
+from tests.spark.conftest import FakeClock, running_server
 
 Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000
@@ -94,3 +100,356 @@ def test_initial_rate_holds_before_the_first_answer() -> None:
     quota.apply({"publishMsgs": 10, "publishBytes": -1})
     assert quota.rate("publishMsgs") == 10
     assert quota.rate("publishBytes") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# On fake time, against a mock server: idle is known, when reports go out, fail-static
+
+
+class WallClock:
+    """Seconds since the epoch that move only when a test moves them."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class MockServer:
+    """``/quota/v1`` answering every report with the same rates, until told to fail."""
+
+    def __init__(
+        self,
+        allocation: float = 200.0,
+        fallback: float | None = 500.0,
+        interval_ms: int = 1000,
+    ) -> None:
+        self.allocation = allocation
+        self.fallback = fallback
+        self.interval_ms = interval_ms
+        self.failing: Exception | int | None = None
+        self.reports: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if isinstance(self.failing, Exception):
+            raise self.failing
+        if self.failing is not None:
+            return httpx.Response(self.failing, json={"reason": "Database unavailable"})
+        if request.method == "DELETE":
+            return httpx.Response(204)
+        body = json.loads(request.content)
+        self.reports.append(body)
+        unlimited = {"publishBytes": -1, "dispatchMsgs": -1, "dispatchBytes": -1}
+        answer: dict[str, Any] = {"allocations": {"publishMsgs": self.allocation, **unlimited}}
+        if self.fallback is not None:
+            answer["fallbackAllocations"] = {"publishMsgs": self.fallback, **unlimited}
+        return httpx.Response(
+            200,
+            json={
+                "accepted": True,
+                "reportIntervalMs": self.interval_ms,
+                "namespaces": {key: answer for key in body["namespaces"]},
+            },
+        )
+
+
+@pytest.fixture
+def wall() -> WallClock:
+    return WallClock()
+
+
+@pytest.fixture
+def server() -> MockServer:
+    return MockServer()
+
+
+def mock_reporter(
+    server: MockServer, wall: WallClock, clock: FakeClock, **options: Any
+) -> tuple[NamespaceQuota, Reporter]:
+    quota = NamespaceQuota("t", "ns", clock=clock, sleep=clock.sleep)
+    admin = AdminClient("http://rg.test", transport=httpx.MockTransport(server))
+    return quota, Reporter(admin, [quota], wall_clock=wall, **options)
+
+
+def advance(wall: WallClock, clock: FakeClock, seconds: float) -> None:
+    wall.advance(seconds)
+    clock.advance(seconds)
+
+
+def next_report(reporter: Reporter, wall: WallClock, clock: FakeClock) -> float:
+    """Wait as the reporter thread does until a report is due, send it; returns when."""
+    while (seconds := reporter.due_in(wall())) > 0:
+        advance(wall, clock, seconds)
+    reporter.report()
+    return wall()
+
+
+class TestIdleIsKnown:
+    def demand(self, quota: NamespaceQuota, interval_s: float = 1.0) -> float:
+        return quota.usage(interval_s)["publishMsgs"]["demand"]
+
+    def test_announced_but_never_charged_is_idle_after_an_interval(self, clock: FakeClock) -> None:
+        quota = NamespaceQuota("t", "ns", clock=clock)
+        quota.use("publish")
+        assert self.demand(quota) == UNKNOWN_DEMAND  # a task is starting: owed a share
+        clock.advance(0.5)
+        assert self.demand(quota) == UNKNOWN_DEMAND
+        clock.advance(0.5)
+        assert self.demand(quota) == 0  # an interval without a charge: idle, the floor
+
+    def test_announcing_again_does_not_prolong_the_claim(self, clock: FakeClock) -> None:
+        quota = NamespaceQuota("t", "ns", clock=clock)
+        quota.use("publish")
+        clock.advance(0.6)
+        quota.use("publish")  # another task of the same stage, that charges nothing either
+        clock.advance(0.4)
+        assert self.demand(quota) == 0
+
+    def test_a_task_after_idling_claims_again(self, clock: FakeClock) -> None:
+        quota = NamespaceQuota("t", "ns", clock=clock)
+        quota.use("publish")
+        clock.advance(2)
+        assert self.demand(quota) == 0
+        quota.use("publish")  # the next stage
+        assert self.demand(quota) == UNKNOWN_DEMAND
+
+    def test_the_claim_is_the_server_s_interval(self, clock: FakeClock) -> None:
+        quota = NamespaceQuota("t", "ns", clock=clock)
+        quota.use("publish")
+        clock.advance(0.3)
+        assert self.demand(quota, interval_s=0.25) == 0
+
+    def test_a_charge_ends_the_claim_with_a_measurement(self, clock: FakeClock) -> None:
+        quota = NamespaceQuota("t", "ns", clock=clock)
+        quota.use("publish")
+        for _ in range(20):
+            clock.advance(0.01)
+            quota.charge("publish", 3, 0)
+        assert self.demand(quota) == pytest.approx(300)
+
+    def test_the_claim_running_out_is_worth_an_early_report(self, clock: FakeClock) -> None:
+        quota = NamespaceQuota("t", "ns", clock=clock)
+        quota.use("publish")
+        self.demand(quota)
+        clock.advance(0.9)
+        assert not quota.demand_moved()
+        clock.advance(0.1)
+        assert quota.demand_moved()
+        self.demand(quota)
+        assert not quota.demand_moved()
+
+    def test_waking_is_worth_an_early_report(self, clock: FakeClock) -> None:
+        quota = NamespaceQuota("t", "ns", clock=clock)
+        quota.use("publish")
+        clock.advance(5)
+        assert self.demand(quota) == 0
+        clock.advance(0.01)
+        quota.charge("publish", 5, 0)
+        clock.advance(0.005)
+        assert quota.demand_moved()  # from its first charge on
+        for _ in range(30):
+            clock.advance(0.01)
+            quota.charge("publish", 5, 0)
+        # Measured since it woke, not averaged with the idle time before.
+        assert self.demand(quota) == pytest.approx(500, rel=0.05)
+
+
+class TestWhenReportsGoOut:
+    def test_on_the_interval_the_server_asks(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        _, reporter = mock_reporter(server, wall, clock)
+        assert reporter.due_in(wall()) == 0  # the first at once
+        assert reporter.report()
+        assert 0 < reporter.due_in(wall()) <= 0.125  # looks again every eighth interval
+        advance(wall, clock, 0.999)
+        assert reporter.due_in(wall()) == pytest.approx(0.001, abs=1e-6)
+        advance(wall, clock, 0.001)
+        assert reporter.due_in(wall()) == 0
+
+    def test_a_task_starting_reports_early_but_not_at_once(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        quota, reporter = mock_reporter(server, wall, clock)
+        reporter.report()
+        advance(wall, clock, 0.05)
+        quota.use("publish")
+        assert reporter.due_in(wall()) == pytest.approx(0.075, abs=1e-6)  # MIN_SPACING on
+        advance(wall, clock, 0.075)
+        assert reporter.due_in(wall()) == 0
+        reporter.report()
+        assert server.reports[-1]["namespaces"]["t/ns"]["publishMsgs"]["demand"] == 1e18
+
+    def test_a_demand_that_moves_reports_early(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        quota, reporter = mock_reporter(server, wall, clock)
+        quota.use("publish")
+        for _ in range(50):
+            advance(wall, clock, 0.01)
+            quota.charge("publish", 1, 0)  # 100 per second
+        reporter.report()
+        for _ in range(20):
+            advance(wall, clock, 0.01)
+            quota.charge("publish", 3, 0)  # now 300 per second
+        assert reporter.due_in(wall()) == 0
+
+    def test_no_early_reports_while_the_server_fails(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        quota, reporter = mock_reporter(server, wall, clock)
+        reporter.report()
+        server.failing = 503
+        advance(wall, clock, 1)
+        assert not reporter.report()
+        advance(wall, clock, 0.2)
+        quota.use("publish")
+        assert reporter.due_in(wall()) == pytest.approx(1.8, abs=1e-6)  # backoff: 2 intervals
+
+    def test_the_reporter_thread_s_loop_on_fake_time(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        reporter: Reporter
+
+        def sleep(seconds: float) -> None:
+            advance(wall, clock, seconds)
+            if wall() >= start + 4.5:
+                reporter.close()
+
+        start = wall()
+        _, reporter = mock_reporter(server, wall, clock, sleep=sleep)
+        reporter._run()
+        sent = [body["sentAtMs"] / 1000 - start for body in server.reports]
+        assert sent == pytest.approx([0, 1, 2, 3, 4])
+
+
+class TestFailStatic:
+    def test_the_last_allocation_for_three_intervals_then_the_fallback(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        quota, reporter = mock_reporter(server, wall, clock)
+        assert reporter.report()
+        assert quota.rate("publishMsgs") == 200
+        answered = wall()
+        server.failing = httpx.ConnectError("connection refused")
+        attempts = []
+        while quota.rate("publishMsgs") == 200:
+            attempts.append(next_report(reporter, wall, clock) - answered)
+        # Retried after an interval, then after a backoff of 2 intervals, cut short at the
+        # bound, where the server counts it gone: the fallback from then on.
+        assert attempts == pytest.approx([1, 3])
+        assert quota.rate("publishMsgs") == 500 and reporter.on_fallback
+        assert next_report(reporter, wall, clock) - answered == pytest.approx(3 + 4)
+        assert quota.rate("publishMsgs") == 500
+        server.failing = None
+        assert next_report(reporter, wall, clock) - answered == pytest.approx(3 + 4 + 8)
+        assert quota.rate("publishMsgs") == 200 and not reporter.on_fallback
+
+    def test_a_newcomer_is_not_stranded_on_its_probe(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        server.allocation, server.interval_ms = 5, 125  # a newcomer's probe, report again soon
+        quota, reporter = mock_reporter(server, wall, clock)
+        reporter.report()
+        server.failing = 503
+        advance(wall, clock, 3 * 0.125 - 0.001)
+        reporter.report()
+        assert quota.rate("publishMsgs") == 5
+        advance(wall, clock, 0.001)
+        reporter.report()
+        assert quota.rate("publishMsgs") == 500
+
+    def test_the_interval_is_the_longest_an_answer_asked_for(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        server.interval_ms = 125
+        _, reporter = mock_reporter(server, wall, clock)
+        reporter.report()
+        assert reporter.period_s == 0.125
+        server.interval_ms = 1000
+        reporter.report()
+        server.interval_ms = 125
+        reporter.report()
+        assert reporter.period_s == 1.0
+        assert reporter.fallback_at() == pytest.approx(wall() + 3)
+
+    def test_before_any_answer_on_no_policy_holds(
+        self, server: MockServer, wall: WallClock, clock: FakeClock
+    ) -> None:
+        quota, reporter = mock_reporter(server, wall, clock)
+        quota.apply({"publishMsgs": 50})  # as ResourceGroupClient applies a mapping of rates
+        server.failing = 503
+        for _ in range(5):
+            next_report(reporter, wall, clock)
+        assert quota.rate("publishMsgs") == 50
+        assert reporter.fallback_at() is None
+
+    def test_an_answer_without_a_fallback_keeps_the_last_allocation(
+        self, wall: WallClock, clock: FakeClock
+    ) -> None:
+        server = MockServer(fallback=None)
+        quota, reporter = mock_reporter(server, wall, clock)
+        reporter.report()
+        server.failing = 503
+        advance(wall, clock, 10)
+        reporter.report()
+        assert quota.rate("publishMsgs") == 200
+
+
+def test_a_stopped_server_moves_workers_to_their_fallback_after_three_intervals(
+    tmp_path: Path,
+) -> None:
+    """Against the real server (report interval 0.2 s): a worker holding the whole quota and
+    a newcomer on its probe, then the server stops. Each keeps its allocation for 3
+    intervals (as the worker knows them) after its last answer, then holds its equal share
+    of the group; those add up to the quota."""
+    wall = WallClock(time.time())
+    clock = FakeClock()
+    with running_server(tmp_path, report_interval_s=0.2) as (rg, stack):
+        job = rg.namespace(publishRateInMsgs=QUOTA)
+        quotas = [NamespaceQuota(job.tenant, job.namespace, clock=clock) for _ in range(2)]
+        reporters = [
+            Reporter(AdminClient(rg.url, token=job.token), [quota], wall_clock=wall)
+            for quota in quotas
+        ]
+        try:
+            settled, newcomer = reporters
+            quotas[0].use("publish")
+            wall.now = time.time()
+            assert settled.report()
+            for _ in range(30):  # wants far more than the quota: holds all of it
+                clock.advance(0.01)
+                quotas[0].charge("publish", 100, 0)
+            wall.now = time.time()
+            assert settled.report()
+            assert settled.period_s == pytest.approx(0.2)  # a regular answer: the interval
+            last = quotas[0].rate("publishMsgs")
+            assert last == pytest.approx(QUOTA)
+            quotas[1].use("publish")
+            wall.now = time.time()
+            assert newcomer.report()
+            probe = quotas[1].rate("publishMsgs")
+            assert probe is not None and probe <= 0.02 * QUOTA  # nothing free: a probe
+            wall.now = time.time()
+            assert settled.report()  # its answer now counts the newcomer in its fallback
+            last = quotas[0].rate("publishMsgs")
+            stack.close()  # the server stops
+
+            for quota, reporter, before in zip(quotas, reporters, (last, probe), strict=True):
+                assert reporter.reached_at is not None
+                # The newcomer knows only the early interval its answer asked for.
+                assert reporter.period_s <= 0.2
+                deadline = reporter.reached_at + 3 * reporter.period_s
+                wall.now = deadline - 0.001
+                assert not reporter.report()
+                assert quota.rate("publishMsgs") == before
+                wall.now = deadline
+                assert not reporter.report()
+                assert quota.rate("publishMsgs") == pytest.approx(QUOTA / 2)
+        finally:
+            for reporter in reporters:
+                reporter.admin.close()
