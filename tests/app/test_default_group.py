@@ -3,7 +3,7 @@ reports of namespaces under it, on both databases."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -12,11 +12,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select
 
-from app.main import create_app
 from app.models import AdminGeneration
 from app.services.attachments import effective_group
-from tests.app.test_quota_reports import INTERVAL_S, FakeClock, allocated, body, report
-from tests.conftest import make_settings
+from tests.app.conftest import FakeClock
+from tests.app.test_quota_reports import INTERVAL_S, allocated, body, report
 
 Auth = Callable[[str], dict[str, str]]
 
@@ -230,22 +229,6 @@ class TestAppliedGroup:
         assert {"type": "null"} in shapes
         schema = spec["components"]["schemas"]["AppliedResourceGroup"]
         assert set(schema["required"]) == {"resourceGroup", "source"}
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def servers(
-    database_url: str, secret_key: bytes, engine: Engine, clock: FakeClock
-) -> Iterator[list[FastAPI]]:
-    """Two server processes' worth of apps on one database, sharing one clock."""
-    apps = [create_app(make_settings(database_url, secret_key), clock=clock) for _ in range(2)]
-    yield apps
-    for app in apps:
-        app.state.engine.dispose()
 
 
 class TestReportsUnderTheDefault:

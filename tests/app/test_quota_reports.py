@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,43 +11,14 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, insert, select
 
-from app.main import create_app
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
 from app.quota.store import FEW_MARKERS
-from tests.conftest import SUPERUSER, make_settings
+from tests.app.conftest import FakeClock
+from tests.conftest import SUPERUSER
 
 Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000
 INTERVAL_S = 1.0
-
-
-class FakeClock:
-    """Seconds since the epoch, moved by the test: reporters go silent without sleeping."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def ms(self) -> int:
-        return round(self.now * 1000)
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def servers(
-    database_url: str, secret_key: bytes, engine: Engine, clock: FakeClock
-) -> Iterator[list[FastAPI]]:
-    """Two server processes' worth of apps on one database, sharing one clock."""
-    apps = [create_app(make_settings(database_url, secret_key), clock=clock) for _ in range(2)]
-    yield apps
-    for app in apps:
-        app.state.engine.dispose()
 
 
 @pytest.fixture

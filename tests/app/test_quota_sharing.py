@@ -11,16 +11,12 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from app.main import create_app
-from tests.app.test_quota_reports import INTERVAL_S, Auth, FakeClock, body, report
+from tests.app.conftest import FakeClock
+from tests.app.test_quota_reports import INTERVAL_S, Auth, body, report
 from tests.conftest import make_settings
 
 QUOTA = 1000
 CAP = 5
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

@@ -1,0 +1,42 @@
+"""Fixtures of the quota tests: server processes' worth of apps on one database, on one
+clock that the tests move."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import Engine
+
+from app.main import create_app
+from tests.conftest import make_settings
+
+
+class FakeClock:
+    """Seconds since the epoch, moved by the test: reporters go silent without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def ms(self) -> int:
+        return round(self.now * 1000)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def servers(
+    database_url: str, secret_key: bytes, engine: Engine, clock: FakeClock
+) -> Iterator[list[FastAPI]]:
+    """Two server processes' worth of apps on one database, sharing one clock."""
+    apps = [create_app(make_settings(database_url, secret_key), clock=clock) for _ in range(2)]
+    yield apps
+    for app in apps:
+        app.state.engine.dispose()
