@@ -165,3 +165,21 @@ def process_tree_cpu_seconds(pid: int) -> float | None:
     except (OSError, ValueError, IndexError):
         return None
     return total / ticks
+
+
+def migrate_rgadmin(workdir: Path, env: dict[str, str]) -> None:
+    """``rgadmin migrate`` on ``env``'s ``RG_DATABASE_URL``; its output in the error if it fails."""
+    completed = subprocess.run(
+        [*rgadmin(), "migrate"],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=READY_TIMEOUT_SECONDS,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"rgadmin migrate exited with {completed.returncode}:\n"
+            + (completed.stderr or completed.stdout)[-3000:]
+        )

@@ -285,6 +285,7 @@ class _Server:
         return {
             "accepted": True,
             "reportIntervalMs": max(1, round(after_s * 1000)),
+            "reportPeriodMs": max(1, round(self.interval_s * 1000)),
             "namespaces": {
                 key: {
                     "resourceGroup": TENANT,

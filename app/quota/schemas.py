@@ -94,6 +94,11 @@ class ReportResult(BaseModel):
         description="False when the report arrived too old to count; allocations still apply."
     )
     reportIntervalMs: int = Field(description="Report again this many milliseconds from now.")
+    reportPeriodMs: int = Field(
+        description="The server's report interval, in milliseconds: how often a settled "
+        "reporter reports (`reportIntervalMs` is shorter while it settles); a reporter "
+        "silent for three of them is counted gone."
+    )
     namespaces: dict[str, NamespaceAllocation]
 
 

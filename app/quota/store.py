@@ -303,7 +303,10 @@ def _result(answered: LastAnswer, accepted: bool, interval_s: float) -> bytes:
     """The JSON of the `ReportResult`: its head, then the namespaces as answered."""
     next_report_s = interval_s * EARLY_REPORT if answered.early else interval_s
     head = ReportResult.model_construct(
-        accepted=accepted, reportIntervalMs=max(1, round(next_report_s * 1000)), namespaces={}
+        accepted=accepted,
+        reportIntervalMs=max(1, round(next_report_s * 1000)),
+        reportPeriodMs=max(1, round(interval_s * 1000)),
+        namespaces={},
     ).model_dump_json()
     # `head` ends with the empty namespaces' "{}}": the namespaces go between its braces.
     return head[:-2].encode() + answered.namespaces + b"}}"

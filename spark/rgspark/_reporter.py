@@ -7,9 +7,9 @@ thread reports every interval the server asks for and sets each bucket to its al
 
 Idle is known: a kind of traffic announced (`NamespaceQuota.use`, a task starting) has an
 unknown demand, which the server reads as "owed a fair share", only until it is charged or a
-whole report interval has passed; then it reports what the estimator measured, 0 when
-nothing was charged, and holds only the floor. It reports again as soon as its demand moves
-(`Reporter.due_in`), so a worker that wakes has a share within an interval.
+quarter of the report interval (`CLAIM`) has passed; then it reports what the estimator
+measured, 0 when nothing was charged, and holds only the floor. It reports again as soon as
+its demand moves (`Reporter.due_in`), so a worker that wakes has a share within an interval.
 
 Fail-static, with a bound. When the server cannot be reached, the reporter retries with
 exponential backoff (capped at `MAX_BACKOFF_S`), and:
@@ -36,10 +36,10 @@ are still moving); from then on it is at most the quota. A worker cut off from a
 that others still reach adds its fallback to what the server hands out, until it reaches
 the server again.
 
-The report interval is the longest wait the server's answers have asked for, 1 s before any
-answer. An answer asking for an early report asks for less, so a newcomer whose only
-answers asked for early reports (the server asks that of newcomers) counts in that
-shorter interval and reaches its fallback sooner. Before any allocation arrived, a
+The report interval (how long a claim to unknown demand lasts, and what the 3 intervals
+count in) is the server's, which every answer carries (``reportPeriodMs``), 1 s before any
+answer; not the wait an answer asks for, which is shorter while a reporter settles. Before
+any allocation arrived, a
 dimension the group limits is held to `initial_rate` (None: unlimited until the first
 answer); `ResourceGroupClient`'s ``on_no_policy`` chooses that.
 """
@@ -74,6 +74,10 @@ UNKNOWN_DEMAND = 1e18
 MAX_BACKOFF_S = 30.0
 MAX_SLEEP_S = 0.1
 MIN_SPACING = 0.125  # of the report interval: the least time between two reports
+# Of the report interval: how long a kind announced but not charged claims an unknown demand.
+# Long enough for a starting task's first charges (the estimator then measures it), short
+# enough that a worker which announces and idles holds a share it does not use only briefly.
+CLAIM = 0.25
 DEMAND_CHANGE = 0.10  # a demand moving more than this is reported before the interval is up
 SILENT_INTERVALS = 3  # the server counts a reporter silent this long gone: see fail-static
 DEFAULT_INTERVAL_S = 1.0  # the server's default report interval, until an answer says
@@ -191,9 +195,9 @@ class NamespaceQuota:
     def usage(self, interval_s: float = DEFAULT_INTERVAL_S) -> dict[str, dict[str, float]]:
         """This report's figures for the dimensions in use (and the start of the next's).
 
-        A kind announced less than `interval_s` (the report interval) ago and not charged
-        since has an unknown demand: a task is about to start, and what it will want is
-        not measured yet. After a whole interval without a charge it is measured like any
+        A kind announced less than `CLAIM` of `interval_s` (the report interval) ago and not
+        charged since has an unknown demand: a task is about to start, and what it will
+        want is not measured yet. After that without a charge it is measured like any
         other: 0, idle.
         """
         now = self._now()
@@ -246,7 +250,7 @@ class NamespaceQuota:
 
     def _unknown(self, kind: str, now: int, interval_s: float) -> bool:
         announced = self._starting.get(kind)
-        return announced is not None and now - announced < interval_s * _NS_PER_SECOND
+        return announced is not None and now - announced < CLAIM * interval_s * _NS_PER_SECOND
 
     def _charges(self, kind: str, msgs: float, nbytes: float) -> list[tuple[TokenBucket, float]]:
         _check_kind(kind)
@@ -309,7 +313,7 @@ class Reporter:
             quota.on_start = self._on_start
         #: Seconds until the next report, as the last answer asked (less when it asks early).
         self.interval_s = DEFAULT_INTERVAL_S
-        #: The report interval: the longest wait the server's answers asked for.
+        #: The server's report interval (its answers say it).
         self.period_s = DEFAULT_INTERVAL_S
         self.failures = 0
         #: When the server last answered (the report's sending time); None before it has.
@@ -340,8 +344,12 @@ class Reporter:
                 quota.apply(result.get("allocations", {}))
                 self._fallbacks[key] = result.get("fallbackAllocations")
         self.interval_s = answer.get("reportIntervalMs", 1000) / 1000
-        first = self.reached_at is None
-        self.period_s = self.interval_s if first else max(self.period_s, self.interval_s)
+        period_ms = answer.get("reportPeriodMs")
+        if period_ms is not None:
+            self.period_s = period_ms / 1000
+        else:  # an older server: the longest wait its answers asked for
+            first = self.reached_at is None
+            self.period_s = self.interval_s if first else max(self.period_s, self.interval_s)
         self.reached_at = now
         self.on_fallback = False
         delay = max(self.interval_s, self._honour_throttle())

@@ -119,9 +119,10 @@ class TestIdleIsKnown:
             assert windows[second, "busy"]["consumed"] == pytest.approx(800, abs=10)
 
     def test_a_sleeper_that_wakes_has_its_share_within_an_interval(self) -> None:
+        # Within DESIGN's 5% of the quota of its fair share, from the window after waking.
         windows = trace("idle-wake", "project")
-        assert windows[26, "sleeper"]["consumed"] == pytest.approx(500, abs=25)
-        assert windows[36, "stager"]["consumed"] == pytest.approx(1000 / 3, abs=25)
+        assert windows[26, "sleeper"]["consumed"] == pytest.approx(500, abs=50)
+        assert windows[36, "stager"]["consumed"] == pytest.approx(1000 / 3, abs=50)
 
     def test_the_baselines_fail_here(self) -> None:
         static = trace("idle-wake", "static")

@@ -127,10 +127,12 @@ class MockServer:
         allocation: float = 200.0,
         fallback: float | None = 500.0,
         interval_ms: int = 1000,
+        period_ms: int | None = None,
     ) -> None:
         self.allocation = allocation
         self.fallback = fallback
         self.interval_ms = interval_ms
+        self.period_ms = period_ms  # None: an older server, which does not say it
         self.failing: Exception | int | None = None
         self.reports: list[dict[str, Any]] = []
 
@@ -147,14 +149,14 @@ class MockServer:
         answer: dict[str, Any] = {"allocations": {"publishMsgs": self.allocation, **unlimited}}
         if self.fallback is not None:
             answer["fallbackAllocations"] = {"publishMsgs": self.fallback, **unlimited}
-        return httpx.Response(
-            200,
-            json={
-                "accepted": True,
-                "reportIntervalMs": self.interval_ms,
-                "namespaces": {key: answer for key in body["namespaces"]},
-            },
-        )
+        result = {
+            "accepted": True,
+            "reportIntervalMs": self.interval_ms,
+            "namespaces": {key: answer for key in body["namespaces"]},
+        }
+        if self.period_ms is not None:
+            result["reportPeriodMs"] = self.period_ms
+        return httpx.Response(200, json=result)
 
 
 @pytest.fixture
@@ -192,14 +194,14 @@ class TestIdleIsKnown:
     def demand(self, quota: NamespaceQuota, interval_s: float = 1.0) -> float:
         return quota.usage(interval_s)["publishMsgs"]["demand"]
 
-    def test_announced_but_never_charged_is_idle_after_an_interval(self, clock: FakeClock) -> None:
+    def test_announced_but_never_charged_is_idle_after_its_claim(self, clock: FakeClock) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         assert self.demand(quota) == UNKNOWN_DEMAND  # a task is starting: owed a share
-        clock.advance(0.5)
+        clock.advance(0.2)
         assert self.demand(quota) == UNKNOWN_DEMAND
-        clock.advance(0.5)
-        assert self.demand(quota) == 0  # an interval without a charge: idle, the floor
+        clock.advance(0.05)
+        assert self.demand(quota) == 0  # a quarter interval without a charge: idle
 
     def test_announcing_again_does_not_prolong_the_claim(self, clock: FakeClock) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
@@ -223,6 +225,21 @@ class TestIdleIsKnown:
         clock.advance(0.3)
         assert self.demand(quota, interval_s=0.25) == 0
 
+    def test_a_newcomer_asked_to_report_early_still_claims_at_its_second_report(
+        self, wall: WallClock, clock: FakeClock
+    ) -> None:
+        # The server asks a newcomer back after 125 ms; its interval is still a second, so
+        # a second report 200 ms on (a slow first answer) still says "not known yet".
+        server = MockServer(interval_ms=125, period_ms=1000)
+        quota, reporter = mock_reporter(server, wall, clock)
+        quota.use("publish")
+        reporter.report()
+        advance(wall, clock, 0.2)
+        reporter.report()
+        second = server.reports[1]["namespaces"]["t/ns"]["publishMsgs"]
+        assert second["demand"] == UNKNOWN_DEMAND
+        assert reporter.period_s == 1.0
+
     def test_a_charge_ends_the_claim_with_a_measurement(self, clock: FakeClock) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
@@ -235,9 +252,9 @@ class TestIdleIsKnown:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         self.demand(quota)
-        clock.advance(0.9)
+        clock.advance(0.2)
         assert not quota.demand_moved()
-        clock.advance(0.1)
+        clock.advance(0.05)
         assert quota.demand_moved()
         self.demand(quota)
         assert not quota.demand_moved()

@@ -1,0 +1,65 @@
+"""The live fleet benchmark runs a scenario end to end on PostgreSQL, shortened, and reports
+sane figures: real timing on a shared machine, so the bounds are generous, not the bars."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = REPO_ROOT / "benchmarks" / "scenarios" / "quota-change.json"
+TRACE_COLUMNS = ["t_s", "reporter", "quota", "demand_rate", "allocated_rate", "consumed"]
+
+
+def test_fleet_runs_a_scenario_live_and_reports(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    # quota-change at a fifth of its length: 12 s, the quota cut to 300 at 4 s, raised to
+    # 2000 at 8 s; three reporters over two server processes.
+    completed = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.fleet", str(SCENARIO)),
+            *("--duration-scale", "0.2", "--server-processes", "2", "--trace", str(trace)),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+
+    assert report["errors"] == []
+    assert report["scenario"] == "quota-change"
+    assert report["database"].startswith("postgresql")
+    assert report["server_processes"] == 2
+    assert len(report["servers"]) == 2
+    assert all(server["requests"] > 0 for server in report["servers"])
+    assert report["duration_s"] == 12
+    assert report["windows"] == 12
+    assert report["in_force_samples"]["count"] == 120
+    # Every reporter reports at least once an interval, from each join to the end.
+    assert report["reports"] >= 3 * 11
+    assert [change["quota"] for change in report["quota_changes"]] == [300, 2000]
+    assert all(change["put_answered_s"] is not None for change in report["quota_changes"])
+
+    # The group holds its quota: outside the interval in which a cut reaches the reporters,
+    # the allocations in force stay near it, and so does what the reporters consume.
+    assert 50 <= report["max_in_force_pct"] < 130
+    assert report["max_in_force_pct_after_cut"] is not None
+    assert report["max_in_force_pct_after_cut"] > 0
+    assert report["after_quota_notice"]["max_overshoot_pct"] < 30
+    assert 50 < report["after_quota_notice"]["utilization_pct"] < 130
+    for figure in ("steady_error_pct", "jain_fairness", "convergence_intervals"):
+        assert figure in report
+    assert 0 < report["jain_fairness"] <= 1
+    assert {"max_overshoot_pct", "utilization_pct"} <= report["simulated"].keys()
+
+    with trace.open(newline="") as rows:
+        table = list(csv.reader(rows))
+    assert table[0] == TRACE_COLUMNS
+    assert len(table) == 1 + 3 * 12
+    consumed = sum(float(row[5]) for row in table[1:])
+    assert consumed > 0
