@@ -198,7 +198,8 @@ def steady_rate(directory: Path, head_s: float) -> dict[str, Any]:
     end = min(log[-1][0] for log in logs)
     batches = sorted(entry for log in logs for entry in log if start <= entry[0] <= end)
     everything = sorted(entry for log in logs for entry in log)
-    steady = len(batches) >= 2
+    # Two batches a moment apart time nothing: a steady part spans a tenth of a second at least.
+    steady = len(batches) >= 2 and batches[-1][0] - batches[0][0] >= 0.1
     if not steady:  # a job too short to have a steady part (a smoke run): its whole flow
         batches = everything
     if len(batches) < 2:
