@@ -33,8 +33,10 @@ force ``a_i`` (0 before its first):
    shortfalls ``s_i = t_i - a_i``: ``g_i = a_i + s_i · min(1, F⁺ / Σ s)``. So increases only
    use room that others' allocations in force leave free, and a reporter rises as the
    others shrink. A newcomer gets at least a probe even when ``F`` is used up, so it starts
-   at once: ``min(t_i, 2% · f_i, 2% · Q - over)``, ``over`` being what the allocations in
-   force already exceed the quota by; once that room is gone, only the floor ``φ``. So the
+   at once: ``min(t_i, 2% · max(f_i, Q / n), 2% · Q - over)``, ``over`` being what the
+   allocations in force already exceed the quota by (its fair share counts, so that one
+   process of a new namespace does not start at a fiftieth of what another namespace's
+   fifty do); once that room is gone, only the floor ``φ``. So the
    sum in force exceeds the quota by at most 2% for newcomers' probes, plus floors when
    many arrive at once, before the others have reported: ``k`` newcomers joining ``n``
    reporters within an interval add at most ``1% · Q · ln((n + k) / n)`` more (4.3% in all
@@ -83,7 +85,7 @@ from dataclasses import dataclass
 from app.quota.fair import max_min_fair
 
 FLOOR = 0.01  # of an equal share: the least any reporter is allocated
-PROBE = 0.02  # of a fair share, and of the quota in all: newcomers' start when none is free
+PROBE = 0.02  # of a share, and of the quota in all: newcomers' start when none is free
 GROWTH = 0.25  # growth room out of spare quota, as a fraction of a reporter's fair share
 WAITING = 0.95  # a grant below this fraction of the fair share waits for headroom
 EARLY_REPORT = 0.125  # of an interval: when a waiting reporter should report again
@@ -161,7 +163,7 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
         # Down at once; up only into what the allocations in force leave free.
         rate = target if target <= current else current + (target - current) * filled
         if report.allocation is None:
-            rate = max(rate, min(target, PROBE * share, room_for_probes))
+            rate = max(rate, min(target, PROBE * max(share, equal), room_for_probes))
         early = (
             report.allocation is None
             or rate < WAITING * share

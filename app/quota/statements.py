@@ -166,16 +166,13 @@ class Statements:
             .where(Namespace.resource_group.is_(None))
             .where(self._among(Tenant.resource_group, "groups"))
         )
+        # The default's condition names no row, so PostgreSQL checks it once, first, and
+        # reads no namespace at all unless one of the groups is the default.
         defaulted = (
-            select(
-                Namespace.tenant,
-                Namespace.name,
-                DefaultResourceGroup.resource_group.label("grp"),
-            )
-            .select_from(DefaultResourceGroup)
-            .join(Namespace, Namespace.resource_group.is_(None))
-            .join(Tenant, (Tenant.name == Namespace.tenant) & Tenant.resource_group.is_(None))
-            .where(self._among(DefaultResourceGroup.resource_group, "groups"))
+            select(Namespace.tenant, Namespace.name, default_group.label("grp"))
+            .join(Tenant, Tenant.name == Namespace.tenant)
+            .where(Namespace.resource_group.is_(None), Tenant.resource_group.is_(None))
+            .where(self._among(default_group, "groups"))
         )
         members = union_all(attached, inherited, defaulted).subquery()
         #: (group, reporter, tenant, namespace, *figures) of the other reporters' fresh rows
