@@ -94,9 +94,10 @@ class UsageRepository:
     def forget(self, reporter_ids: list[str], now: datetime) -> None:
         """Drop the reporters with their rows, and re-mark the groups they counted in."""
         parameters = {"reporters": reporter_ids}
-        groups = self._run(self.sql.groups_of_reporters, parameters).scalars()
-        self.remark([group for group in groups if group is not None], now)
+        groups = list(self._run(self.sql.groups_of_reporters, parameters).scalars())
+        # Reporters before groups, the order a report locks them in.
         self._run(self.sql.forget_reporters, parameters)  # their rows go by cascade
+        self.remark([group for group in groups if group is not None], now)
 
     def forget_deleted_groups(self) -> None:
         self._run(self.sql.forget_markers)
@@ -140,10 +141,11 @@ class UsageRepository:
         if rows:
             self._run(self.sql.remark, rows)
 
-    def lock(self, groups: list[str]) -> None:
-        """Hold the groups' plans until this transaction ends (see `app.quota.store`)."""
+    def lock(self, groups: Iterable[str], now: datetime) -> None:
+        """Hold the groups (their plans and markers) until this transaction ends; see
+        `app.quota.store`. All in one statement: a report takes no group's lock after."""
         if self.sql.lock_groups is not None:
-            self._run(self.sql.lock_groups, {"groups": groups})
+            self._run(self.sql.lock_groups, {"groups": sorted(set(groups)), "now": now})
 
     def peers(
         self, reporter_id: str, groups: list[str], alive_after: datetime, fresh_after: datetime

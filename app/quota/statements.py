@@ -24,6 +24,7 @@ from sqlalchemy import (
     delete,
     func,
     select,
+    text,
     tuple_,
     union_all,
     update,
@@ -225,10 +226,13 @@ class Statements:
             .where(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace))
             .group_by(QuotaUsage.tenant, QuotaUsage.namespace)
         )
-        #: On PostgreSQL, the lock that orders the reports planning a group (see
-        #: `app.quota.store`): an advisory lock per group, held to the end of the
-        #: transaction, taken in one order (of the keys) so that no two reports wait on each
-        #: other in a cycle. SQLite's writers are serialized already.
+        #: On PostgreSQL, the locks that order the reports of a group (see
+        #: `app.quota.store`): each group's marker row, made if missing, locked to the end
+        #: of the transaction, all of a report's in one statement in one order, so that no
+        #: two reports wait on each other in a cycle. Row locks live in the rows, not in the
+        #: server's lock table, which a report of thousands of groups would exhaust. (An
+        #: ON CONFLICT whose update never applies still locks the row it found.) SQLite's
+        #: writers are serialized already.
         self.lock_groups = self._lock_groups() if self.postgresql else None
         #: The groups the given reporters' rows count in.
         self.groups_of_reporters = (
@@ -245,9 +249,12 @@ class Statements:
 
     @staticmethod
     def _lock_groups() -> Any:
-        groups = func.unnest(bindparam("groups", type_=postgresql.ARRAY(String)))
-        keys = select(func.hashtextextended(groups, 0).label("key")).order_by("key").subquery()
-        return select(func.count(func.pg_advisory_xact_lock(keys.c.key))).select_from(keys)
+        return text(
+            "INSERT INTO quota_groups (name, marker, changed_at) "
+            "SELECT g, floor(random() * 9.2e18)::bigint, :now "
+            "FROM unnest(CAST(:groups AS VARCHAR[])) AS g ORDER BY g "
+            "ON CONFLICT (name) DO UPDATE SET marker = quota_groups.marker WHERE false"
+        )
 
     def _insert(self, table: Any) -> Any:
         return postgresql.insert(table) if self.postgresql else sqlite.insert(table)

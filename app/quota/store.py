@@ -18,17 +18,20 @@ at its next report; until then it keeps its grants, which the same inputs would 
 that the others' allocations in force leave free (its step 3), and reads those allocations
 from the stored rows. Two reports of one group planned at the same time would each see the
 other's old allocation and spend the same headroom twice (measured: 2.1x the quota). So a
-report that plans a group first takes the group's lock, held until it commits: on
-PostgreSQL a transaction-scoped advisory lock per group, all of a report's taken in one
-statement in one order (so reports never wait on each other in a cycle); on SQLite the
-database's write lock, which every write takes up front (`app.db.begin_write`). Under any
+report that may plan or mark a group first takes the group's lock, held until it commits:
+on PostgreSQL the row of the group's marker, all of a report's locked in one statement in
+one order before anything is planned, and none after (so reports never wait on each other
+in a cycle; whoever also locks a reporter's row locks it first); on SQLite the database's
+write lock, which every write takes up front (`app.db.begin_write`). Under any
 interleaving, across any number of server processes, the plans of a group are then a
 sequence: each reads every grant committed before it, as the allocator's bound assumes. A
 stored grant is in force no later than the answer reaches its worker, and a rise is stored
 before it is in force; only a fall is stored a moment (one answer's way back) before the
 worker slows down, which lets the next grant use the room that early. Reports that keep
 their plans (a steady state) take no lock; reports of other groups take other locks and
-never wait on each other. The cost of a hot group: its plans run one at a time, each
+never wait on each other. Row locks cost no room in PostgreSQL's lock table, which a
+broker's reports of thousands of groups each, locked as advisory locks, would exhaust.
+The cost of a hot group: its plans run one at a time, each
 holding the lock from its read of the group's rows to its commit (a few milliseconds for a
 Spark worker's report), so one group takes at most a few hundred plans a second per
 database, whatever the number of server processes; steady reports are not counted in that.
@@ -239,7 +242,10 @@ def submit(
             limit_reporters(
                 queries, principal, reporter_id, joined, moment, interval_s, max_reporters
             )
-        # 2. Plan.
+        # 2. Plan. Until this report commits, no other report plans or marks any group it
+        # may plan or mark: each reads the others' allocations in force as they are after
+        # every earlier grant (see the module's docstring).
+        queries.lock(_groups_touched(entries, rows), moment)
         groups: dict[str, list[_Entry]] = defaultdict(list)
         for entry in entries:
             if entry.effective.group is not None and entry.effective.limited:
@@ -277,6 +283,14 @@ def submit(
         stats.touch(state.plans)
         state.observed_at = now
     return _result(answered, accepted, interval_s)
+
+
+def _groups_touched(entries: list[_Entry], rows: dict[NamespaceKey, Row]) -> set[str]:
+    """Every group a report may plan or mark: its namespaces' groups now and as stored."""
+    touched = {entry.effective.group for entry in entries}
+    touched.update(row.group for row in rows.values())
+    touched.discard(None)
+    return touched  # type: ignore[return-value]
 
 
 def _refresh(
@@ -402,9 +416,6 @@ def _plan(
     unread = [group for group in stale if group not in markers]
     if unread:
         markers.update(queries.markers(unread))
-    # Until this report commits, no other plans these groups: each reads the others'
-    # allocations in force as they are after every earlier grant (see the docstring).
-    queries.lock(stale)
     peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
     alive_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
     fresh_after = now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s)
