@@ -71,8 +71,10 @@ def begin_write(session: Session) -> None:
     """Take SQLite's write lock up front, so concurrent writers wait their turn.
 
     Otherwise two transactions that first read and then write both hold read snapshots, and
-    the second to write fails with "database is locked" instead of waiting. PostgreSQL
-    needs nothing here: row locks and foreign keys order its writers.
+    the second to write fails with "database is locked" instead of waiting. On PostgreSQL
+    writers run side by side: a write that reads before it writes takes the locks its
+    decision rests on itself (a usage report locks its groups' marker rows first, see
+    `app.quota.store`; an attachment check locks the tenant and namespace rows).
     """
     connection = session.connection()
     if connection.dialect.name == "sqlite":
