@@ -106,7 +106,16 @@ from benchmarks._servers import (
     serve_rgadmin,
     stop,
 )
-from benchmarks.quota_sim import SCENARIOS, Member, Scenario, Window, metrics, simulate, write_trace
+from benchmarks.quota_sim import (
+    SCENARIOS,
+    Member,
+    Scenario,
+    Window,
+    metrics,
+    rounded,
+    simulate,
+    write_trace,
+)
 
 try:
     from rgspark._admin import AdminClient
@@ -595,7 +604,7 @@ def _live(
         if m.join_s < scenario.duration_s
     )
     return {
-        **_rounded(metrics(scenario, windows)),
+        **rounded(metrics(scenario, windows)),
         "max_in_force_pct": _max_pct(steady),
         "max_in_force_pct_after_cut": _max_pct(after_cut) if after_cut else None,
         "in_force_samples": {
@@ -757,16 +766,6 @@ def _spread(values: Sequence[float]) -> dict[str, float | None]:
 
 def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
-
-
-def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_rounded(v) for v in value]
-    return value
 
 
 # every scenario

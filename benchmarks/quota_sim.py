@@ -712,7 +712,7 @@ def simulate(
     return {
         "scenario": scenario.name,
         "algorithm": algorithm,
-        **_rounded(metrics(scenario, windows)),
+        **rounded(metrics(scenario, windows)),
         "reports_per_reporter_s": round(simulation.reports_per_reporter_s(), 3),
     }
 
@@ -772,13 +772,14 @@ def compare_all(directory: Path, *, seed: int = 0, adaptive: bool = True) -> dic
     }
 
 
-def _rounded(value: Any) -> Any:
+def rounded(value: Any) -> Any:
+    """Floats rounded to 4 places, in nested dicts and lists too: JSON for people."""
     if isinstance(value, float):
         return round(value, 4)
     if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
+        return {k: rounded(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_rounded(v) for v in value]
+        return [rounded(v) for v in value]
     return value
 
 
