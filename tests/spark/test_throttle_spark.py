@@ -258,7 +258,7 @@ def test_a_quota_raised_then_lowered_mid_job_applies_within_two_report_intervals
     spark: SparkSession, rg_server: RGServer, tmp_path: Path
 ) -> None:
     low, high = 1000, 4000
-    rows = 18_000  # about 2 s at the low rate, 3 s at the high one, then 4 s at the low one
+    rows = 20_000  # about 2 s at the low rate, 3 s at the high one, then 6 s at the low one
     job = rg_server.namespace(publishRateInMsgs=low)
     warm_up(spark, job)
     settle = 2 * rg_server.report_interval_s
