@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -15,6 +14,7 @@ from sqlalchemy import Engine, select
 from app.models import AdminGeneration
 from app.services.attachments import effective_group
 from tests.app.conftest import FakeClock
+from tests.app.test_attachments import reason
 from tests.app.test_quota_reports import INTERVAL_S, allocated, body, report
 
 Auth = Callable[[str], dict[str, str]]
@@ -23,13 +23,6 @@ DEFAULT = "/admin/v2/default-resourcegroup"
 NAMESPACE = "/admin/v2/namespaces/t/ns"
 TENANT = "/admin/v2/tenants/t"
 QUOTA = 1000
-
-
-def reason(response: httpx.Response, status: int) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert list(body) == ["reason"], body
-    return str(body["reason"])
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.app.test_attachments import reason
 from tests.conftest import SUPERUSER
 
 Auth = Callable[[str], dict[str, str]]
@@ -24,13 +25,6 @@ COVERS = {
     "tenant": f"{TENANT}/resourcegroup/rg2",
     "default": f"{DEFAULT}/rg2",
 }
-
-
-def reason(response: httpx.Response, status: int) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert list(body) == ["reason"], body
-    return str(body["reason"])
 
 
 def applied(client: TestClient, base: str = NAMESPACE) -> Any:
