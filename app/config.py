@@ -39,6 +39,17 @@ class Settings(BaseSettings):
         description="Live reporter ids one role may have in one namespace (superusers are "
         "exempt): each worker process is one, and a cluster of 500 executors runs 4,000.",
     )
+    usage_history_resolution_seconds: float = Field(
+        10.0, gt=0, le=300, description="How often each group's usage is sampled for its history."
+    )
+    usage_history_retention_seconds: float = Field(
+        3600.0, gt=0, le=7 * 86400, description="How long a group's usage history is kept."
+    )
+    cluster_name: str = Field(
+        "standalone",
+        pattern=r"^[A-Za-z0-9_=:.\-]{1,255}$",
+        description="The one cluster `GET /admin/v2/clusters` lists, for Pulsar tools that ask.",
+    )
 
     @field_validator("auth_token_secret_key", "auth_token_public_key")
     @classmethod

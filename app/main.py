@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import time
 from collections.abc import AsyncIterator, Callable
@@ -28,6 +30,7 @@ from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker
 from app.errors import register_error_handlers
 from app.metrics import Metrics
+from app.quota import history
 from app.quota.cache import ReportCache
 from app.readcache import GroupCache
 from app.request_quotas import RequestThrottle
@@ -48,13 +51,22 @@ GC_YOUNG_THRESHOLD = 50_000
 
 
 @asynccontextmanager
-async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     # What exists once the server has started lives as long as the process: frozen, no
     # collection walks it again.
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
-    yield
+    state = app.state
+    sampler = asyncio.create_task(
+        history.sample_periodically(state.sessionmaker, state.clock, state.settings)
+    )
+    try:
+        yield
+    finally:
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler
 
 
 def operation_id(route: APIRoute) -> str:

@@ -211,6 +211,51 @@ class QuotaGroup(Base):
     looked, which is none at all in a steady state."""
 
 
+class UsageSample(Base):
+    """A group's figures at one moment, for its usage history: per dimension, its configured
+    rate, and the sums over its live reporters' fresh rows of their usage, demand and
+    allocation (units per second; the demand is None when some reporter did not know its
+    own). Samples older than the retention are deleted; a deleted group's age out too."""
+
+    __tablename__ = "usage_samples"
+
+    resource_group: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    sampled_at: Mapped[datetime] = mapped_column(
+        TIMESTAMP(timezone=True), primary_key=True, index=True
+    )
+    reporters: Mapped[int] = mapped_column(Integer)
+    publish_msgs_limit: Mapped[int] = mapped_column(BigInteger)
+    publish_msgs_usage: Mapped[float] = mapped_column(Double)
+    publish_msgs_demand: Mapped[float | None] = mapped_column(Double)
+    publish_msgs_allocation: Mapped[float] = mapped_column(Double)
+    publish_bytes_limit: Mapped[int] = mapped_column(BigInteger)
+    publish_bytes_usage: Mapped[float] = mapped_column(Double)
+    publish_bytes_demand: Mapped[float | None] = mapped_column(Double)
+    publish_bytes_allocation: Mapped[float] = mapped_column(Double)
+    dispatch_msgs_limit: Mapped[int] = mapped_column(BigInteger)
+    dispatch_msgs_usage: Mapped[float] = mapped_column(Double)
+    dispatch_msgs_demand: Mapped[float | None] = mapped_column(Double)
+    dispatch_msgs_allocation: Mapped[float] = mapped_column(Double)
+    dispatch_bytes_limit: Mapped[int] = mapped_column(BigInteger)
+    dispatch_bytes_usage: Mapped[float] = mapped_column(Double)
+    dispatch_bytes_demand: Mapped[float | None] = mapped_column(Double)
+    dispatch_bytes_allocation: Mapped[float] = mapped_column(Double)
+
+
+USAGE_SAMPLING_ROW = 1
+
+
+class UsageSampling(Base):
+    """When usage was last sampled: the server process that moves it takes the sample, so
+    several processes take each one once."""
+
+    __tablename__ = "usage_sampling"
+    __table_args__ = (CheckConstraint(f"id = {USAGE_SAMPLING_ROW}", name="single_row"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    sampled_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True))
+
+
 class AdminGeneration(Base):
     """One row whose token changes, by database triggers, on every write to groups, tenants
     and namespaces: server processes cache which group each namespace is in while it holds."""

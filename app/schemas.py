@@ -101,6 +101,46 @@ class AppliedResourceGroup(BaseModel):
     )
 
 
+class DimensionHistory(BaseModel):
+    """One dimension of a group's usage history: one value per sample, in `times` order."""
+
+    limit: list[int] = Field(description="The group's configured rate; -1 when unlimited.")
+    usage: list[float] = Field(description="Units per second used, summed over reporters.")
+    demand: list[float | None] = Field(
+        description="Units per second wanted, summed over reporters; null when some reporter "
+        "did not know its demand yet."
+    )
+    allocation: list[float | None] = Field(
+        description="Sum of the rates allocated to the reporters; null when unlimited."
+    )
+
+
+class UsageDimensions(BaseModel):
+    publishRateInMsgs: DimensionHistory
+    publishRateInBytes: DimensionHistory
+    dispatchRateInMsgs: DimensionHistory
+    dispatchRateInBytes: DimensionHistory
+
+
+class GroupNamespace(BaseModel):
+    """A namespace whose effective group is the group, now."""
+
+    namespace: str = Field(description="`tenant/namespace`.")
+    source: GroupSource = Field(description="Where its group comes from.")
+    reporters: int = Field(description="Its live reporters (worker processes) now.")
+
+
+class UsageHistory(BaseModel):
+    """A group's usage over time (sums over its live reporters) and its namespaces now."""
+
+    resourceGroup: str
+    resolutionSeconds: float = Field(description="Seconds between samples.")
+    times: list[float] = Field(description="Each sample's moment, in seconds since the epoch.")
+    reporters: list[int] = Field(description="Live reporters at each sample.")
+    dimensions: UsageDimensions
+    namespaces: list[GroupNamespace]
+
+
 MAX_REQUESTS_PER_SECOND = 1_000_000
 
 

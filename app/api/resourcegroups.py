@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
 
 from app import access
 from app.api import deps
 from app.api.security import principal_of, superuser_of
 from app.errors import BadRequest, Forbidden, NotFound, PreconditionFailed, Unauthorized, responses
+from app.quota import history
 from app.readcache import GroupCache, load_entry
-from app.schemas import ResourceGroupName, ResourceGroupRead, ResourceGroupUpdate
+from app.schemas import ResourceGroupName, ResourceGroupRead, ResourceGroupUpdate, UsageHistory
 from app.services import resourcegroups
 
 router = APIRouter(prefix="/admin/v2/resourcegroups", tags=["resourcegroups"])
@@ -55,3 +58,24 @@ async def delete_resource_group(request: Request, rg: ResourceGroupName) -> None
     """Delete a ResourceGroup that no tenant or namespace uses and that is not the default."""
     superuser_of(request)
     await deps.write(request, lambda session: resourcegroups.remove(session, rg))
+
+
+@router.get("/{rg}/usage", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))
+async def get_resource_group_usage(
+    request: Request,
+    rg: ResourceGroupName,
+    since: Annotated[
+        float,
+        Query(gt=0, description="Seconds of history, back from now (at most the retention)."),
+    ] = 900,
+) -> UsageHistory:
+    """Get a ResourceGroup's usage, demand and allocation over time, and its namespaces."""
+    principal = principal_of(request)
+    state = request.app.state
+
+    def work(session: deps.Session) -> UsageHistory:
+        access.require_group_reader(principal, resourcegroups.readers(session, rg))
+        resourcegroups.get(session, rg)
+        return history.read(session, rg, since, state.clock(), state.settings)
+
+    return await deps.read(request, work)

@@ -1,0 +1,274 @@
+"""Each group's usage history, for people: the dashboard and ``rgadmin top``.
+
+Every `usage_history_resolution_seconds` one server process (whichever first moves the
+`UsageSampling` row to the new moment) sums, per group, the fresh rows of its live reporters,
+the same rows the allocator reads, into one `UsageSample`. The history is therefore stored
+with the reports and is the same whichever process took them or serves it. The sample costs
+one aggregate query over the usage rows, once per resolution for the whole server (not once
+per process, nor per report), and samples older than the retention are deleted as it is
+taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    TIMESTAMP,
+    Select,
+    case,
+    delete,
+    distinct,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+)
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
+
+from app.config import Settings
+from app.models import (
+    DIMENSIONS,
+    USAGE_SAMPLING_ROW,
+    Namespace,
+    QuotaReporter,
+    QuotaUsage,
+    ResourceGroup,
+    Tenant,
+    UsageSample,
+    UsageSampling,
+)
+from app.quota.allocator import UNKNOWN
+from app.quota.effective import RATE_COLUMN
+from app.quota.reporters import SILENT_INTERVALS
+from app.quota.store import REFRESH_INTERVALS
+from app.schemas import (
+    DimensionHistory,
+    GroupNamespace,
+    GroupSource,
+    UsageDimensions,
+    UsageHistory,
+)
+from app.services import _sql, attachments
+
+__all__ = ["read", "sample", "sample_periodically"]
+
+logger = logging.getLogger(__name__)
+
+# The API's name of each dimension: the name of the group's rate that holds it.
+FIELD_OF = {
+    "publish_msgs": "publishRateInMsgs",
+    "publish_bytes": "publishRateInBytes",
+    "dispatch_msgs": "dispatchRateInMsgs",
+    "dispatch_bytes": "dispatchRateInBytes",
+}
+
+
+def _live_usage(now: datetime, interval_s: float, *columns: Any) -> Select[Any]:
+    """``columns`` of the rows the allocator reads: live reporters' fresh rows."""
+    return (
+        select(*columns)
+        .select_from(QuotaUsage)
+        .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
+        .where(
+            QuotaReporter.last_seen_at > now - timedelta(seconds=SILENT_INTERVALS * interval_s),
+            QuotaUsage.written_at > now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s),
+        )
+    )
+
+
+def _sums(at: datetime, interval_s: float) -> Any:
+    """Per group (every group, with or without reporters), the columns of its sample."""
+    figures: list[Any] = []
+    for dimension in DIMENSIONS:
+        demand = getattr(QuotaUsage, f"{dimension}_demand")
+        figures += [
+            func.sum(getattr(QuotaUsage, f"{dimension}_usage")).label(f"{dimension}_usage"),
+            # A reporter that does not know its demand yet says so with `UNKNOWN`: the sum is
+            # unknown too, rather than some 10^18.
+            case((func.max(demand) >= UNKNOWN, null()), else_=func.sum(demand)).label(
+                f"{dimension}_demand"
+            ),
+            func.sum(getattr(QuotaUsage, f"{dimension}_allocation")).label(
+                f"{dimension}_allocation"
+            ),
+        ]
+    live = (
+        _live_usage(
+            at,
+            interval_s,
+            QuotaUsage.resource_group.label("grp"),
+            func.count(distinct(QuotaUsage.reporter_id)).label("reporters"),
+            *figures,
+        )
+        .group_by(QuotaUsage.resource_group)
+        .subquery()
+    )
+    columns: list[Any] = [
+        ResourceGroup.name,
+        literal(at, TIMESTAMP(timezone=True)),
+        func.coalesce(live.c.reporters, 0),
+    ]
+    for dimension in DIMENSIONS:
+        columns += [
+            getattr(ResourceGroup, RATE_COLUMN[dimension]),
+            func.coalesce(live.c[f"{dimension}_usage"], 0.0),
+            case((live.c.grp.is_(None), 0.0), else_=live.c[f"{dimension}_demand"]),
+            func.coalesce(live.c[f"{dimension}_allocation"], 0.0),
+        ]
+    return select(*columns).outerjoin(live, live.c.grp == ResourceGroup.name)
+
+
+_SAMPLE_COLUMNS = [
+    "resource_group",
+    "sampled_at",
+    "reporters",
+    *(
+        f"{dimension}_{figure}"
+        for dimension in DIMENSIONS
+        for figure in ("limit", "usage", "demand", "allocation")
+    ),
+]
+
+
+def moment_of(now: float, resolution_s: float) -> datetime:
+    """The sample that ``now`` (seconds since the epoch) falls in: resolution-aligned."""
+    return datetime.fromtimestamp(now - now % resolution_s, UTC)
+
+
+def sample(session: Session, now: float, settings: Settings) -> bool:
+    """Take the sample of ``now``'s moment unless a process took it already; prune old ones.
+
+    Whether this call took it: the process that moves `UsageSampling` forward does, and
+    any other finds it moved (PostgreSQL re-reads the row its upsert waited on).
+    """
+    at = moment_of(now, settings.usage_history_resolution_seconds)
+    claim = (
+        _sql.insert(session, UsageSampling)
+        .values(id=USAGE_SAMPLING_ROW, sampled_at=at)
+        .on_conflict_do_update(
+            index_elements=["id"],
+            set_={"sampled_at": at},
+            where=UsageSampling.__table__.c.sampled_at < at,
+        )
+    )
+    if _sql.rowcount(session, claim) == 0:
+        return False
+    session.execute(
+        insert(UsageSample).from_select(
+            _SAMPLE_COLUMNS, _sums(at, settings.report_interval_seconds)
+        )
+    )
+    horizon = at - timedelta(seconds=settings.usage_history_retention_seconds)
+    session.execute(delete(UsageSample).where(UsageSample.sampled_at < horizon))
+    return True
+
+
+async def sample_periodically(
+    sessions: sessionmaker[Session], clock: Callable[[], float], settings: Settings
+) -> None:
+    """Sample at every moment of the resolution, until cancelled (the app's lifespan)."""
+    resolution_s = settings.usage_history_resolution_seconds
+    failed = False
+    while True:
+        # Just past the moment: processes that start apart still sample the same moments.
+        await asyncio.sleep(resolution_s - clock() % resolution_s + 0.05 * resolution_s)
+        try:
+            await run_in_threadpool(_sample_in_transaction, sessions, clock(), settings)
+            failed = False
+        except SQLAlchemyError as exc:
+            if not failed:  # one line per outage, not one per moment
+                logger.warning("could not sample usage history: %s", exc.__class__.__name__)
+            failed = True
+
+
+def _sample_in_transaction(sessions: sessionmaker[Session], now: float, settings: Settings) -> None:
+    with sessions.begin() as session:
+        sample(session, now, settings)
+
+
+def read(
+    session: Session, group: str, since_s: float, now: float, settings: Settings
+) -> UsageHistory:
+    """The group's samples of the last ``since_s`` seconds (at most the retention), and the
+    namespaces in it now with their live reporters."""
+    since_s = min(since_s, settings.usage_history_retention_seconds)
+    start = datetime.fromtimestamp(now - since_s, UTC)
+    samples = session.scalars(
+        select(UsageSample)
+        .where(UsageSample.resource_group == group, UsageSample.sampled_at >= start)
+        .order_by(UsageSample.sampled_at)
+    ).all()
+    dimensions: dict[str, DimensionHistory] = {}
+    for dimension in DIMENSIONS:
+        limits = [max(getattr(s, f"{dimension}_limit"), 0) or -1 for s in samples]
+        dimensions[FIELD_OF[dimension]] = DimensionHistory(
+            limit=limits,
+            usage=[getattr(s, f"{dimension}_usage") for s in samples],
+            demand=[getattr(s, f"{dimension}_demand") for s in samples],
+            allocation=[
+                None if limit == -1 else getattr(s, f"{dimension}_allocation")
+                for s, limit in zip(samples, limits, strict=True)
+            ],
+        )
+    return UsageHistory(
+        resourceGroup=group,
+        resolutionSeconds=settings.usage_history_resolution_seconds,
+        times=[_epoch(s.sampled_at) for s in samples],
+        reporters=[s.reporters for s in samples],
+        dimensions=UsageDimensions(**dimensions),
+        namespaces=_members(session, group, now, settings.report_interval_seconds),
+    )
+
+
+def _epoch(moment: datetime) -> float:
+    # SQLite gives back the UTC moment without its zone.
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+
+
+def _members(session: Session, group: str, now: float, interval_s: float) -> list[GroupNamespace]:
+    """The namespaces whose effective group is ``group``, with where it comes from."""
+    own = Namespace.resource_group
+    inherited = own.is_(None) & (Tenant.resource_group == group)
+    covers = (own == group) | inherited
+    if attachments.get_default(session) == group:
+        covers |= own.is_(None) & Tenant.resource_group.is_(None)
+    rows = session.execute(
+        select(Namespace.tenant, Namespace.name, own, Tenant.resource_group)
+        .join(Tenant, Tenant.name == Namespace.tenant)
+        .where(covers)
+        .order_by(Namespace.tenant, Namespace.name)
+    ).all()
+    reporters = _live_usage(
+        datetime.fromtimestamp(now, UTC),
+        interval_s,
+        QuotaUsage.tenant,
+        QuotaUsage.namespace,
+        func.count(),
+    ).where(QuotaUsage.resource_group == group)
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    counts.update(
+        ((tenant, name), count)
+        for tenant, name, count in session.execute(
+            reporters.group_by(QuotaUsage.tenant, QuotaUsage.namespace)
+        )
+    )
+    members = []
+    for tenant, name, own_group, tenant_group in rows:
+        source: GroupSource = (
+            "namespace" if own_group is not None else "tenant" if tenant_group else "default"
+        )
+        members.append(
+            GroupNamespace(
+                namespace=f"{tenant}/{name}", source=source, reporters=counts[tenant, name]
+            )
+        )
+    return members

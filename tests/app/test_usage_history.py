@@ -1,0 +1,236 @@
+"""A group's usage history (``GET /admin/v2/resourcegroups/{rg}/usage``), on both databases:
+sampled from real reports once per moment by whichever server process gets there first,
+served the same by every process, pruned past the retention, readable by the admins of
+tenants that use the group."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+
+from app.main import create_app
+from app.models import UsageSample
+from app.quota import history
+from tests.app.conftest import FakeClock
+from tests.app.test_attachments import reason
+from tests.app.test_quota_reports import INTERVAL_S, body, report
+from tests.conftest import SUPERUSER, make_settings, serve
+
+Auth = Callable[[str], dict[str, str]]
+
+QUOTA = 1000
+RETENTION_S = 60
+RESOLUTION_S = 10
+
+
+@pytest.fixture
+def servers(
+    database_url: str, secret_key: bytes, engine: Engine, clock: FakeClock
+) -> Iterator[list[FastAPI]]:
+    """Two server processes' worth of apps, keeping a minute of history."""
+    settings = make_settings(database_url, secret_key, usage_history_retention_seconds=RETENTION_S)
+    apps = [create_app(settings, clock=clock) for _ in range(2)]
+    yield apps
+    for app in apps:
+        app.state.engine.dispose()
+
+
+@pytest.fixture
+def world(client: TestClient) -> None:
+    """Group ``rg`` (publish 1000 msgs/s) covers ``t/own`` (its own), ``t/inherits`` (tenant
+    ``t``'s) and ``u/ns`` (the default); tenant admins ``t-admin`` and ``u-admin``; role
+    ``job`` produces everywhere. Group ``other`` covers nothing."""
+    calls: list[tuple[str, str, Any]] = [
+        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": QUOTA}),
+        ("PUT", "/admin/v2/resourcegroups/other", {}),
+        ("PUT", "/admin/v2/tenants/t", {"adminRoles": ["t-admin"]}),
+        ("PUT", "/admin/v2/tenants/u", {"adminRoles": ["u-admin"]}),
+        ("PUT", "/admin/v2/tenants/v", {"adminRoles": ["v-admin"]}),
+        ("POST", "/admin/v2/tenants/t/resourcegroup/rg", None),
+        ("POST", "/admin/v2/default-resourcegroup/rg", None),
+    ]
+    for ns in ("t/own", "t/inherits", "u/ns", "v/ns"):
+        calls += [
+            ("PUT", f"/admin/v2/namespaces/{ns}", None),
+            ("POST", f"/admin/v2/namespaces/{ns}/permissions/job", ["produce"]),
+        ]
+    calls += [
+        ("POST", "/admin/v2/namespaces/t/own/resourcegroup/rg", None),
+        ("POST", "/admin/v2/namespaces/v/ns/resourcegroup/other", None),
+    ]
+    for method, path, payload in calls:
+        assert client.request(method, path, json=payload).status_code == 204, path
+
+
+def sample(app: FastAPI, now: float) -> bool:
+    with app.state.sessionmaker.begin() as session:
+        return history.sample(session, now, app.state.settings)
+
+
+def usage(
+    app: FastAPI, headers: dict[str, str], group: str = "rg", **params: Any
+) -> httpx.Response:
+    return TestClient(app).get(
+        f"/admin/v2/resourcegroups/{group}/usage", params=params, headers=headers
+    )
+
+
+def read(app: FastAPI, auth: Auth, **params: Any) -> dict[str, Any]:
+    response = usage(app, auth(SUPERUSER), **params)
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def samples_stored(engine: Engine) -> int:
+    with engine.connect() as connection:
+        return int(connection.scalar(select(func.count()).select_from(UsageSample)) or 0)
+
+
+@pytest.mark.usefixtures("world")
+class TestSampling:
+    def test_sums_live_reporters_and_every_process_serves_it(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        for _ in range(3):
+            clock.now += INTERVAL_S
+            report(servers[0], auth("job"), "a", body(clock, 300, ns="t/own"))
+            report(servers[1], auth("job"), "b", body(clock, 200, ns="t/inherits"))
+            report(servers[1], auth("job"), "c", body(clock, 100, ns="u/ns"))
+        assert sample(servers[0], clock.now)
+
+        found = read(servers[1], auth)
+        assert found["resourceGroup"] == "rg"
+        assert found["resolutionSeconds"] == RESOLUTION_S
+        assert found["times"] == [clock.now - clock.now % RESOLUTION_S]
+        assert found["reporters"] == [3]
+        msgs = found["dimensions"]["publishRateInMsgs"]
+        assert msgs["limit"] == [QUOTA]
+        assert msgs["usage"] == [pytest.approx(600)]
+        assert msgs["demand"] == [pytest.approx(600)]
+        assert 600 <= msgs["allocation"][0] <= QUOTA * 1.05
+        unlimited = found["dimensions"]["publishRateInBytes"]
+        assert unlimited["limit"] == [-1]
+        assert unlimited["allocation"] == [None]
+        assert found["namespaces"] == [
+            {"namespace": "t/inherits", "source": "tenant", "reporters": 1},
+            {"namespace": "t/own", "source": "namespace", "reporters": 1},
+            {"namespace": "u/ns", "source": "default", "reporters": 1},
+        ]
+
+    def test_a_group_without_reporters_has_its_limit_and_zeros(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        assert sample(servers[0], clock.now)
+        found = read(servers[0], auth)
+        msgs = found["dimensions"]["publishRateInMsgs"]
+        assert (found["reporters"], msgs["limit"], msgs["usage"]) == ([0], [QUOTA], [0.0])
+        assert (msgs["demand"], msgs["allocation"]) == ([0.0], [0.0])
+
+    def test_a_demand_not_known_yet_is_null_not_a_huge_number(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        report(servers[0], auth("job"), "a", body(clock, 300, ns="t/own"))
+        report(servers[0], auth("job"), "new", body(clock, 1e18, used=0, ns="t/own"))
+        assert sample(servers[0], clock.now)
+        assert read(servers[0], auth)["dimensions"]["publishRateInMsgs"]["demand"] == [None]
+
+    def test_silent_reporters_are_not_counted(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        report(servers[0], auth("job"), "gone", body(clock, 300, ns="t/own"))
+        clock.now += 4 * INTERVAL_S
+        report(servers[0], auth("job"), "here", body(clock, 100, ns="t/own"))
+        assert sample(servers[0], clock.now)
+        found = read(servers[0], auth)
+        assert found["reporters"] == [1]
+        assert found["dimensions"]["publishRateInMsgs"]["usage"] == [pytest.approx(100)]
+
+    def test_each_moment_is_sampled_once_whichever_process_tries(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        assert sample(servers[0], clock.now)
+        assert not sample(servers[1], clock.now)
+        assert not sample(servers[0], clock.now + 0.1)
+        clock.now += RESOLUTION_S
+        # Both at the same instant: the sampling row lets one through.
+        barrier = threading.Barrier(2)
+        took: list[bool] = []
+
+        def take(app: FastAPI) -> None:
+            barrier.wait()
+            took.append(sample(app, clock.now))
+
+        threads = [threading.Thread(target=take, args=(app,)) for app in servers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(took) == [False, True]
+        assert samples_stored(engine) == 2 * 2  # two moments of two groups
+        assert len(read(servers[1], auth)["times"]) == 2
+
+    def test_history_is_kept_for_the_retention_and_read_back_for_since(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        start = clock.now - clock.now % RESOLUTION_S
+        for step in range(10):
+            assert sample(servers[step % 2], start + step * RESOLUTION_S)
+        clock.now = start + 9 * RESOLUTION_S
+        kept = read(servers[0], auth, since=3600)["times"]
+        assert kept == [start + step * RESOLUTION_S for step in range(3, 10)]
+        assert samples_stored(engine) == 2 * len(kept)
+        assert read(servers[0], auth, since=25)["times"] == kept[-3:]
+
+
+@pytest.mark.usefixtures("world")
+class TestWhoMayRead:
+    def test_admins_of_tenants_using_the_group_may(
+        self, servers: list[FastAPI], auth: Auth
+    ) -> None:
+        # t uses rg directly, u through the default group.
+        for role in ("t-admin", "u-admin"):
+            assert usage(servers[0], auth(role)).status_code == 200
+
+    def test_others_get_403_whether_or_not_the_group_exists(
+        self, servers: list[FastAPI], auth: Auth
+    ) -> None:
+        for group in ("rg", "missing"):
+            assert "superusers" in reason(usage(servers[0], auth("v-admin"), group), 403)
+        assert "superusers" in reason(usage(servers[0], auth("job")), 403)
+
+    def test_missing_group_no_token_and_bad_since(self, servers: list[FastAPI], auth: Auth) -> None:
+        reason(usage(servers[0], auth(SUPERUSER), "missing"), 404)
+        reason(usage(servers[0], {}), 401)
+        reason(usage(servers[0], auth(SUPERUSER), since=0), 400)
+        reason(usage(servers[0], auth(SUPERUSER), since="an hour"), 400)
+
+
+def test_a_running_server_samples_by_itself(
+    database_url: str, secret_key: bytes, engine: Engine, auth: Auth, client: TestClient
+) -> None:
+    assert client.put("/admin/v2/resourcegroups/rg", json={}).status_code == 204
+    settings = make_settings(database_url, secret_key, usage_history_resolution_seconds=0.2)
+    app = create_app(settings)
+    try:
+        with serve(app) as url:
+            deadline = time.monotonic() + 10
+            times: list[float] = []
+            while len(times) < 2 and time.monotonic() < deadline:
+                found = httpx.get(
+                    f"{url}/admin/v2/resourcegroups/rg/usage", headers=auth(SUPERUSER)
+                )
+                times = found.json()["times"]
+                time.sleep(0.1)
+            assert len(times) >= 2
+            assert times[-1] - times[-2] == pytest.approx(0.2)
+    finally:
+        app.state.engine.dispose()
