@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
 from app.api import (
+    clusters,
     default_group,
     health,
     namespaces,
@@ -113,6 +114,7 @@ def create_app(
     for router in (
         *canonical,
         default_group.router,
+        clusters.router,
         request_quotas.router,
         quota.router,
         health.router,

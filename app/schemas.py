@@ -101,6 +101,33 @@ class AppliedResourceGroup(BaseModel):
     )
 
 
+class AuthPolicies(BaseModel):
+    """A namespace's grants, in Pulsar's ``auth_policies`` shape."""
+
+    namespace_auth: dict[str, list[str]] = Field(
+        description="The actions each role is granted on the namespace."
+    )
+    destination_auth: dict[str, dict[str, list[str]]] = Field(
+        default_factory=dict, description="Per-topic grants: none here (Spark has no topics)."
+    )
+    subscription_auth_roles: dict[str, list[str]] = Field(
+        default_factory=dict, description="Per-subscription roles: none here."
+    )
+
+
+class NamespacePolicies(BaseModel):
+    """The subset of Pulsar's namespace ``Policies`` this server keeps, with Pulsar's
+    snake_case names, so Pulsar tools that read a namespace's policies work."""
+
+    auth_policies: AuthPolicies
+    replication_clusters: list[str] = Field(description="This server's cluster.")
+    resource_group_name: str | None = Field(
+        description="The namespace's own ResourceGroup, as Pulsar's; null when it has none "
+        "(`GET .../resourcegroup?applied=true` says which group applies)."
+    )
+    deleted: bool = Field(False, description="Always false: deleted namespaces are gone.")
+
+
 class DimensionHistory(BaseModel):
     """One dimension of a group's usage history: one value per sample, in `times` order."""
 

@@ -23,7 +23,9 @@ from app.errors import (
 from app.schemas import (
     AppliedResourceGroup,
     AuthAction,
+    AuthPolicies,
     NamespaceName,
+    NamespacePolicies,
     ResourceGroupName,
     RoleName,
     TenantName,
@@ -68,6 +70,26 @@ async def list_namespaces(request: Request, tenant: TenantName) -> list[str]:
     return await as_tenant_admin(
         request, tenant, lambda session: namespaces.list_names(session, tenant)
     )
+
+
+@router.get("/{tenant}/{namespace}", responses=_READ_ERRORS)
+async def get_namespace_policies(
+    request: Request, tenant: TenantName, namespace: NamespaceName
+) -> NamespacePolicies:
+    """Get a namespace's policies: its permissions, cluster and ResourceGroup, as Pulsar's."""
+    cluster = request.app.state.settings.cluster_name
+
+    def policies(session: deps.Session) -> NamespacePolicies:
+        own = namespaces.get(session, tenant, namespace).resource_group
+        return NamespacePolicies(
+            auth_policies=AuthPolicies(
+                namespace_auth=namespaces.permissions(session, tenant, namespace)
+            ),
+            replication_clusters=[cluster],
+            resource_group_name=own,
+        )
+
+    return await as_tenant_admin(request, tenant, policies)
 
 
 @router.put(

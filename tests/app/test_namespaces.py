@@ -213,11 +213,44 @@ class TestPermissions:
             assert reason(response, 404) == "Namespace does not exist"
 
 
+@pytest.mark.usefixtures("tenants")
+class TestPolicies:
+    def test_pulsar_shape_with_grants_cluster_and_own_group(
+        self, client: TestClient, auth: Auth
+    ) -> None:
+        assert client.put("/admin/v2/resourcegroups/rg", json={}).status_code == 204
+        assert client.post(f"{NAMESPACES}/t/ns/resourcegroup/rg").status_code == 204
+        response = client.get(f"{NAMESPACES}/t/ns", headers=auth("tenant-admin"))
+        assert response.status_code == 200, response.text
+        assert response.json() == {
+            "auth_policies": {
+                "namespace_auth": {"job": ["consume", "produce"]},
+                "destination_auth": {},
+                "subscription_auth_roles": {},
+            },
+            "replication_clusters": ["standalone"],
+            "resource_group_name": "rg",
+            "deleted": False,
+        }
+
+    def test_a_group_inherited_from_the_tenant_is_not_the_namespaces_own(
+        self, client: TestClient
+    ) -> None:
+        assert client.put("/admin/v2/resourcegroups/rg", json={}).status_code == 204
+        assert client.post("/admin/v2/tenants/t/resourcegroup/rg").status_code == 204
+        assert client.get(f"{NAMESPACES}/t/ns").json()["resource_group_name"] is None
+
+    @pytest.mark.parametrize("path", ["t/nope", "nope/ns"])
+    def test_missing_is_404(self, client: TestClient, path: str) -> None:
+        reason(client.get(f"{NAMESPACES}/{path}"), 404)
+
+
 def requests_on(tenant: str) -> list[tuple[str, str, Any]]:
     """Every namespace and permission request on a tenant: (method, path, JSON body)."""
     base = f"{NAMESPACES}/{tenant}"
     return [
         ("GET", base, None),
+        ("GET", f"{base}/ns", None),
         ("PUT", f"{base}/new", None),
         ("DELETE", f"{base}/ns", None),
         ("GET", f"{base}/ns/permissions", None),
