@@ -97,6 +97,7 @@ def create_app(
     app.state.group_cache = GroupCache.for_engine(engine)
     app.state.metrics = metrics = Metrics(settings.report_interval_seconds)
     app.state.request_throttle = throttle = RequestThrottle()
+    metrics.watch_request_rates(throttle.rates)
     # Added first, so it runs inside authentication and sees the caller's role.
     app.add_middleware(
         ThrottlingMiddleware,

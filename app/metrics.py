@@ -11,10 +11,10 @@ reporter of the group (from the shared store), as of the last such report.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -24,7 +24,6 @@ STALE_INTERVALS = 3
 @dataclass(frozen=True, slots=True)
 class RoleMetrics:
     requests: Counter
-    request_rate: Gauge
     throttle: Counter
 
 
@@ -50,12 +49,6 @@ class Metrics:
         self.role_requests = Counter(
             "rg_role_requests", "Authenticated requests per role.", ["role"], registry=r
         )
-        self.role_request_rate = Gauge(
-            "rg_role_request_rate",
-            "A role's request rate on this process, as its request quota measures it.",
-            ["role"],
-            registry=r,
-        )
         self.role_throttle = Counter(
             "rg_role_throttle_seconds",
             "Seconds responses to a role were delayed by its request quota.",
@@ -73,11 +66,14 @@ class Metrics:
         metrics = self._roles.get(role)
         if metrics is None:
             metrics = self._roles[role] = RoleMetrics(
-                self.role_requests.labels(role),
-                self.role_request_rate.labels(role),
-                self.role_throttle.labels(role),
+                self.role_requests.labels(role), self.role_throttle.labels(role)
             )
         return metrics
+
+    def watch_request_rates(self, rates: Callable[[], Mapping[str, float]]) -> None:
+        """Show ``rates()`` (each role's request rate, as its request quota measures it) as
+        ``rg_role_request_rate``: read when Prometheus scrapes, so a quiet role's decays to 0."""
+        self.registry.register(RoleRequestRates(rates))
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         counter = self._requests.get((method, route, status))
@@ -90,6 +86,21 @@ class Metrics:
         if histogram is None:
             histogram = self._latencies[method, route] = self.http_latency.labels(method, route)
         histogram.observe(seconds)
+
+
+class RoleRequestRates(Collector):
+    def __init__(self, rates: Callable[[], Mapping[str, float]]) -> None:
+        self._rates = rates
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "rg_role_request_rate",
+            "A role's request rate on this process, as its request quota measures it.",
+            labels=["role"],
+        )
+        for role, rate in sorted(self._rates().items()):
+            family.add_metric([role], rate)
+        yield family
 
 
 GroupTotals = tuple[str, float, float, float, float]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 SAMPLES = 11
 SAMPLE_S = 1.0
+FORGET_AFTER_S = 600.0  # a role quiet this long is forgotten (its rate has read 0 for minutes)
 
 
 @dataclass(slots=True)
@@ -34,10 +35,12 @@ class SampledRate:
     current: int = 0
     """Index of the sample that `current_start` begins."""
     current_start: float | None = None
+    recorded_at: float = 0.0
 
     def record(self, now: float, amount: float = 1.0) -> None:
         self._advance(now)
         self.counts[self.current] += amount
+        self.recorded_at = now
 
     def measure(self, now: float) -> tuple[float, float]:
         """(events per second, the window ``W`` in seconds they were counted over)."""
@@ -94,6 +97,16 @@ class RequestThrottle:
     def update(self, quotas: Quotas) -> None:
         self.quotas = quotas
         self._loaded_at = self._clock()
+
+    def rates(self) -> dict[str, float]:
+        """Each role's request rate now: it decays to 0 as a quiet role's samples age out,
+        and a role quiet for `FORGET_AFTER_S` is forgotten."""
+        now = self._clock()
+        with self._lock:
+            for role, rate in list(self._rates.items()):
+                if now - rate.recorded_at > FORGET_AFTER_S:
+                    del self._rates[role]
+            return {role: rate.measure(now)[0] for role, rate in self._rates.items()}
 
     def record(self, role: str) -> tuple[float, float]:
         """Count one request of `role`; returns (throttle seconds, observed rate)."""

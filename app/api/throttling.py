@@ -52,8 +52,7 @@ class ThrottlingMiddleware:
         delay = 0.0
         if principal is not None and not principal.is_superuser:
             await self._refresh_quotas()
-            delay, rate = self.throttle.record(principal.role)
-            self.metrics.role(principal.role).request_rate.set(rate)
+            delay, _ = self.throttle.record(principal.role)
         if principal is not None:
             role = self.metrics.role(principal.role)
             role.requests.inc()

@@ -12,7 +12,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app.request_quotas import SAMPLE_S, Quotas, RequestThrottle
+from app.metrics import Metrics
+from app.request_quotas import FORGET_AFTER_S, SAMPLE_S, SAMPLES, Quotas, RequestThrottle
 
 Auth = Callable[[str], dict[str, str]]
 QUOTAS = "/admin/v2/request-quotas"
@@ -62,6 +63,27 @@ class TestThrottleMaths:
         assert noisy > 0
         assert vip == 0
         assert throttle.record("quiet")[0] == 0
+
+    def test_a_quiet_roles_rate_decays_to_0_in_the_metrics_then_is_forgotten(self) -> None:
+        now = [0.0]
+        throttle = RequestThrottle(clock=lambda: now[0])
+        metrics = Metrics(report_interval_s=1.0)
+        metrics.watch_request_rates(throttle.rates)
+
+        def shown() -> float | None:
+            return metrics.registry.get_sample_value("rg_role_request_rate", {"role": "job"})
+
+        for _ in range(40):  # 8 requests a second for 5 s, then silence
+            now[0] += 0.125
+            throttle.record("job")
+        assert shown() == pytest.approx(8, rel=0.05)
+        now[0] += 5
+        decaying = shown()
+        assert decaying is not None and 0 < decaying < 8
+        now[0] += SAMPLES * SAMPLE_S
+        assert shown() == 0
+        now[0] += FORGET_AFTER_S
+        assert shown() is None
 
 
 class TestAdminApi:
