@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -11,6 +13,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
+from app.db import PROJECT_ROOT
 from app.main import create_app
 from tests.conftest import make_settings
 
@@ -76,6 +79,25 @@ def test_group_figures_match_the_reports(server: FastAPI, client: TestClient, au
     route = "/quota/v1/reporters/{reporterId}/reports"
     assert value(metrics, "rg_http_requests_total", method="POST", route=route, status="200") == 2
     assert value(metrics, "rg_http_request_duration_seconds_count", method="POST", route=route) == 2
+
+
+def test_the_grafana_dashboard_queries_only_metrics_the_server_serves(server: FastAPI) -> None:
+    dashboard = json.loads((PROJECT_ROOT / "grafana" / "resourcegroups.json").read_text())
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\brg_\w+", target["expr"])
+    }
+    served = set()
+    for line in TestClient(server).get("/metrics").text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            served.add(name)
+            if kind == "histogram":
+                served.update(f"{name}_{part}" for part in ("bucket", "count", "sum"))
+    assert len(queried) >= 10
+    assert queried <= served, queried - served
 
 
 def test_metrics_need_no_token(anonymous: TestClient) -> None:
