@@ -212,10 +212,11 @@ class QuotaGroup(Base):
 
 
 class UsageSample(Base):
-    """A group's figures at one moment, for its usage history: per dimension, its configured
-    rate, and the sums over its live reporters' fresh rows of their usage, demand and
-    allocation (units per second; the demand is None when some reporter did not know its
-    own). Samples older than the retention are deleted; a deleted group's age out too."""
+    """A group's figures from one moment on, for its usage history: per dimension, its
+    configured rate, and the sums over its live reporters' fresh rows of their usage, demand
+    and allocation (units per second; the demand is None when some reporter did not know
+    its own). A group gets a sample only at the moments its figures changed: each holds
+    until the next."""
 
     __tablename__ = "usage_samples"
 
@@ -246,14 +247,15 @@ USAGE_SAMPLING_ROW = 1
 
 
 class UsageSampling(Base):
-    """When usage was last sampled: the server process that moves it takes the sample, so
-    several processes take each one once."""
+    """When usage was last sampled, and under which admin generation: the server process
+    that moves it forward takes the sample, so several processes take each one once."""
 
     __tablename__ = "usage_sampling"
     __table_args__ = (CheckConstraint(f"id = {USAGE_SAMPLING_ROW}", name="single_row"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     sampled_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True))
+    admin_generation: Mapped[int] = mapped_column(BigInteger)
 
 
 class AdminGeneration(Base):

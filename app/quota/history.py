@@ -3,10 +3,15 @@
 Every `usage_history_resolution_seconds` one server process (whichever first moves the
 `UsageSampling` row to the new moment) sums, per group, the fresh rows of its live reporters,
 the same rows the allocator reads, into one `UsageSample`. The history is therefore stored
-with the reports and is the same whichever process took them or serves it. The sample costs
-one aggregate query over the usage rows, once per resolution for the whole server (not once
-per process, nor per report), and samples older than the retention are deleted as it is
-taken.
+with the reports and is the same whichever process took them or serves it.
+
+Only groups whose figures may have changed since the last moment are sampled: those whose
+marker changed (the store changes it whenever the allocator's inputs for the group change: a
+row's figures or allocation, a reporter gone, a namespace moved), and, after an admin write,
+those whose configured rates differ from their last sample. A sample holds until the next
+one, so a steady group costs nothing, and a steady fleet of any size costs one small query
+per moment; a fleet-wide change costs one aggregate over the rows of the groups it changed.
+Samples past the retention are deleted, except each group's latest, which still holds.
 """
 
 from __future__ import annotations
@@ -20,15 +25,19 @@ from typing import Any
 
 from sqlalchemy import (
     TIMESTAMP,
+    CompoundSelect,
     Select,
     case,
     delete,
     distinct,
+    exists,
     func,
     insert,
     literal,
     null,
+    or_,
     select,
+    update,
 )
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -38,7 +47,9 @@ from app.config import Settings
 from app.models import (
     DIMENSIONS,
     USAGE_SAMPLING_ROW,
+    AdminGeneration,
     Namespace,
+    QuotaGroup,
     QuotaReporter,
     QuotaUsage,
     ResourceGroup,
@@ -63,6 +74,9 @@ __all__ = ["read", "sample", "sample_periodically"]
 
 logger = logging.getLogger(__name__)
 
+TOLERANCE_S = 1e-3
+EPOCH = datetime.fromtimestamp(0, UTC)  # when usage was last sampled, before it ever was
+
 # The API's name of each dimension: the name of the group's rate that holds it.
 FIELD_OF = {
     "publish_msgs": "publishRateInMsgs",
@@ -85,8 +99,8 @@ def _live_usage(now: datetime, interval_s: float, *columns: Any) -> Select[Any]:
     )
 
 
-def _sums(at: datetime, interval_s: float) -> Any:
-    """Per group (every group, with or without reporters), the columns of its sample."""
+def _sums(at: datetime, interval_s: float, groups: Any) -> Any:
+    """The columns of the samples of ``groups`` (a subquery of names), reporters or not."""
     figures: list[Any] = []
     for dimension in DIMENSIONS:
         demand = getattr(QuotaUsage, f"{dimension}_demand")
@@ -109,6 +123,7 @@ def _sums(at: datetime, interval_s: float) -> Any:
             func.count(distinct(QuotaUsage.reporter_id)).label("reporters"),
             *figures,
         )
+        .where(QuotaUsage.resource_group.in_(select(groups.c.name)))
         .group_by(QuotaUsage.resource_group)
         .subquery()
     )
@@ -124,7 +139,11 @@ def _sums(at: datetime, interval_s: float) -> Any:
             case((live.c.grp.is_(None), 0.0), else_=live.c[f"{dimension}_demand"]),
             func.coalesce(live.c[f"{dimension}_allocation"], 0.0),
         ]
-    return select(*columns).outerjoin(live, live.c.grp == ResourceGroup.name)
+    return (
+        select(*columns)
+        .outerjoin(live, live.c.grp == ResourceGroup.name)
+        .where(ResourceGroup.name.in_(select(groups.c.name)))
+    )
 
 
 _SAMPLE_COLUMNS = [
@@ -147,29 +166,68 @@ def moment_of(now: float, resolution_s: float) -> datetime:
 def sample(session: Session, now: float, settings: Settings) -> bool:
     """Take the sample of ``now``'s moment unless a process took it already; prune old ones.
 
-    Whether this call took it: the process that moves `UsageSampling` forward does, and
-    any other finds it moved (PostgreSQL re-reads the row its upsert waited on).
+    Whether this call took it: the process that moves `UsageSampling` forward does; any
+    other waits for its row lock, then finds it moved.
     """
     at = moment_of(now, settings.usage_history_resolution_seconds)
-    claim = (
-        _sql.insert(session, UsageSampling)
-        .values(id=USAGE_SAMPLING_ROW, sampled_at=at)
-        .on_conflict_do_update(
-            index_elements=["id"],
-            set_={"sampled_at": at},
-            where=UsageSampling.__table__.c.sampled_at < at,
-        )
-    )
-    if _sql.rowcount(session, claim) == 0:
+    generation = session.scalar(select(AdminGeneration.token)) or 0
+    first = {"id": USAGE_SAMPLING_ROW, "sampled_at": EPOCH, "admin_generation": generation}
+    session.execute(_sql.insert(session, UsageSampling).values(first).on_conflict_do_nothing())
+    last_at, last_generation = session.execute(
+        select(UsageSampling.sampled_at, UsageSampling.admin_generation).with_for_update()
+    ).one()
+    last_at = _utc(last_at)
+    if last_at >= at:
         return False
+    session.execute(update(UsageSampling).values(sampled_at=at, admin_generation=generation))
+    changed: Select[Any] | CompoundSelect[Any]
+    if last_at == EPOCH:  # the first sample: every group
+        changed = select(ResourceGroup.name)
+    else:
+        changed = select(QuotaGroup.name).where(QuotaGroup.changed_at > last_at)
+        if generation != last_generation:
+            changed = changed.union(_configured_anew())
     session.execute(
         insert(UsageSample).from_select(
-            _SAMPLE_COLUMNS, _sums(at, settings.report_interval_seconds)
+            _SAMPLE_COLUMNS, _sums(at, settings.report_interval_seconds, changed.subquery())
         )
     )
     horizon = at - timedelta(seconds=settings.usage_history_retention_seconds)
-    session.execute(delete(UsageSample).where(UsageSample.sampled_at < horizon))
+    session.execute(_prune(horizon))
     return True
+
+
+def _configured_anew() -> Select[Any]:
+    """Groups whose configured rates differ from their latest sample's, or that have none."""
+    latest = (
+        select(func.max(UsageSample.sampled_at))
+        .where(UsageSample.resource_group == ResourceGroup.name)
+        .scalar_subquery()
+    )
+    sampled = UsageSample.__table__.alias("sampled")
+    rates_moved = [
+        sampled.c[f"{dimension}_limit"] != getattr(ResourceGroup, RATE_COLUMN[dimension])
+        for dimension in DIMENSIONS
+    ]
+    return (
+        select(ResourceGroup.name)
+        .outerjoin(
+            sampled,
+            (sampled.c.resource_group == ResourceGroup.name) & (sampled.c.sampled_at == latest),
+        )
+        .where(or_(sampled.c.resource_group.is_(None), *rates_moved))
+    )
+
+
+def _prune(horizon: datetime) -> Any:
+    """Delete samples older than ``horizon``, but each existing group's latest (it holds)."""
+    newer = UsageSample.__table__.alias("newer")
+    superseded = exists().where(
+        newer.c.resource_group == UsageSample.resource_group,
+        newer.c.sampled_at > UsageSample.sampled_at,
+    )
+    gone = UsageSample.resource_group.not_in(select(ResourceGroup.name))
+    return delete(UsageSample).where(UsageSample.sampled_at < horizon, superseded | gone)
 
 
 async def sample_periodically(
@@ -198,40 +256,72 @@ def _sample_in_transaction(sessions: sessionmaker[Session], now: float, settings
 def read(
     session: Session, group: str, since_s: float, now: float, settings: Settings
 ) -> UsageHistory:
-    """The group's samples of the last ``since_s`` seconds (at most the retention), and the
-    namespaces in it now with their live reporters."""
-    since_s = min(since_s, settings.usage_history_retention_seconds)
-    start = datetime.fromtimestamp(now - since_s, UTC)
-    samples = session.scalars(
+    """The group's figures at each moment of the last ``since_s`` seconds (at most the
+    retention) that has been sampled, each the latest sample at or before it; and the
+    namespaces in the group now with their live reporters."""
+    resolution_s = settings.usage_history_resolution_seconds
+    start = now - min(since_s, settings.usage_history_retention_seconds)
+    since = datetime.fromtimestamp(start, UTC)
+    last_sampled = session.scalar(select(UsageSampling.sampled_at))
+    held = session.scalars(
         select(UsageSample)
-        .where(UsageSample.resource_group == group, UsageSample.sampled_at >= start)
+        .where(UsageSample.resource_group == group, UsageSample.sampled_at <= since)
+        .order_by(UsageSample.sampled_at.desc())
+        .limit(1)
+    ).all()
+    later = session.scalars(
+        select(UsageSample)
+        .where(UsageSample.resource_group == group, UsageSample.sampled_at > since)
         .order_by(UsageSample.sampled_at)
     ).all()
+    samples = [*held, *later]
+    moments: list[float] = []
+    series: list[UsageSample] = []
+    if samples and last_sampled is not None:
+        # Every sampled moment from the start (or the group's first sample) on; stored
+        # moments are exact to the microsecond, so compared within a millisecond.
+        first = max(_epoch(samples[0].sampled_at), start)
+        if TOLERANCE_S < (ahead := -first % resolution_s) < resolution_s - TOLERANCE_S:
+            first += ahead  # up to the next moment
+        end = _epoch(last_sampled) + TOLERANCE_S
+        index = 0
+        while (moment := first + len(moments) * resolution_s) <= end:
+            while (
+                index + 1 < len(samples)
+                and _epoch(samples[index + 1].sampled_at) <= moment + TOLERANCE_S
+            ):
+                index += 1
+            moments.append(moment)
+            series.append(samples[index])
     dimensions: dict[str, DimensionHistory] = {}
     for dimension in DIMENSIONS:
-        limits = [max(getattr(s, f"{dimension}_limit"), 0) or -1 for s in samples]
+        limits = [max(getattr(s, f"{dimension}_limit"), 0) or -1 for s in series]
         dimensions[FIELD_OF[dimension]] = DimensionHistory(
             limit=limits,
-            usage=[getattr(s, f"{dimension}_usage") for s in samples],
-            demand=[getattr(s, f"{dimension}_demand") for s in samples],
+            usage=[getattr(s, f"{dimension}_usage") for s in series],
+            demand=[getattr(s, f"{dimension}_demand") for s in series],
             allocation=[
                 None if limit == -1 else getattr(s, f"{dimension}_allocation")
-                for s, limit in zip(samples, limits, strict=True)
+                for s, limit in zip(series, limits, strict=True)
             ],
         )
     return UsageHistory(
         resourceGroup=group,
-        resolutionSeconds=settings.usage_history_resolution_seconds,
-        times=[_epoch(s.sampled_at) for s in samples],
-        reporters=[s.reporters for s in samples],
+        resolutionSeconds=resolution_s,
+        times=moments,
+        reporters=[s.reporters for s in series],
         dimensions=UsageDimensions(**dimensions),
         namespaces=_members(session, group, now, settings.report_interval_seconds),
     )
 
 
-def _epoch(moment: datetime) -> float:
+def _utc(moment: datetime) -> datetime:
     # SQLite gives back the UTC moment without its zone.
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _epoch(moment: datetime) -> float:
+    return _utc(moment).timestamp()
 
 
 def _members(session: Session, group: str, now: float, interval_s: float) -> list[GroupNamespace]:

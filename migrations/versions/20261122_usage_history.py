@@ -4,9 +4,9 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-22 15:20:00.000000
 
-Each group's figures sampled every few seconds (`usage_samples`), kept for a bounded time,
-so that every server process serves the same history; and when they were last sampled
-(`usage_sampling`, one row), which the process that takes a sample moves first.
+Each group's figures, sampled at the moments they change (`usage_samples`) and kept for a
+bounded time, so that every server process serves the same history; and when they were
+last sampled (`usage_sampling`, one row), which the process that takes a sample moves first.
 """
 
 from collections.abc import Sequence
@@ -45,6 +45,7 @@ def upgrade() -> None:
         "usage_sampling",
         sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
         sa.Column("sampled_at", sa.TIMESTAMP(timezone=True), nullable=False),
+        sa.Column("admin_generation", sa.BigInteger(), nullable=False),
         sa.CheckConstraint("id = 1", name=op.f("ck_usage_sampling_single_row")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_usage_sampling")),
     )

@@ -29,14 +29,21 @@ Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000
 RETENTION_S = 60
 RESOLUTION_S = 10
+REPORT_INTERVAL_S = 10
 
 
 @pytest.fixture
 def servers(
     database_url: str, secret_key: bytes, engine: Engine, clock: FakeClock
 ) -> Iterator[list[FastAPI]]:
-    """Two server processes' worth of apps, keeping a minute of history."""
-    settings = make_settings(database_url, secret_key, usage_history_retention_seconds=RETENTION_S)
+    """Two server processes' worth of apps, keeping a minute of history; reporters report
+    every 10 s (so they stay alive between the samples of these tests)."""
+    settings = make_settings(
+        database_url,
+        secret_key,
+        usage_history_retention_seconds=RETENTION_S,
+        report_interval_seconds=REPORT_INTERVAL_S,
+    )
     apps = [create_app(settings, clock=clock) for _ in range(2)]
     yield apps
     for app in apps:
@@ -147,7 +154,7 @@ class TestSampling:
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
     ) -> None:
         report(servers[0], auth("job"), "gone", body(clock, 300, ns="t/own"))
-        clock.now += 4 * INTERVAL_S
+        clock.now += 4 * REPORT_INTERVAL_S
         report(servers[0], auth("job"), "here", body(clock, 100, ns="t/own"))
         assert sample(servers[0], clock.now)
         found = read(servers[0], auth)
@@ -155,7 +162,7 @@ class TestSampling:
         assert found["dimensions"]["publishRateInMsgs"]["usage"] == [pytest.approx(100)]
 
     def test_each_moment_is_sampled_once_whichever_process_tries(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
     ) -> None:
         assert sample(servers[0], clock.now)
         assert not sample(servers[1], clock.now)
@@ -175,20 +182,71 @@ class TestSampling:
         for thread in threads:
             thread.join()
         assert sorted(took) == [False, True]
-        assert samples_stored(engine) == 2 * 2  # two moments of two groups
         assert len(read(servers[1], auth)["times"]) == 2
+
+    def test_a_steady_group_is_stored_once_and_holds_at_every_moment(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        report(servers[0], auth("job"), "a", body(clock, 300, ns="t/own"))
+        assert sample(servers[0], clock.now)
+        for _ in range(3):
+            clock.now += RESOLUTION_S
+            assert sample(servers[1], clock.now)
+        assert samples_stored(engine) == 2  # rg and other, at the first moment only
+        found = read(servers[0], auth)
+        assert len(found["times"]) == 4
+        assert found["reporters"] == [1] * 4
+        assert found["dimensions"]["publishRateInMsgs"]["usage"] == [pytest.approx(300)] * 4
+
+    def test_what_changes_is_sampled_at_the_next_moment(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, client: TestClient
+    ) -> None:
+        report(servers[0], auth("job"), "a", body(clock, 300, ns="t/own"))
+        assert sample(servers[0], clock.now)
+        clock.now += RESOLUTION_S
+        report(servers[1], auth("job"), "a", body(clock, 600, ns="t/own"))  # figures moved
+        assert sample(servers[0], clock.now)
+        clock.now += RESOLUTION_S
+        assert client.put("/admin/v2/resourcegroups/rg", json={"publishRateInMsgs": 500})
+        assert sample(servers[0], clock.now)  # the limit, with no report since
+        clock.now += RESOLUTION_S
+        released = TestClient(servers[1]).delete("/quota/v1/reporters/a", headers=auth("job"))
+        assert released.status_code == 204
+        assert sample(servers[0], clock.now)  # its reporter gone
+        found = read(servers[0], auth)
+        msgs = found["dimensions"]["publishRateInMsgs"]
+        assert found["reporters"] == [1, 1, 1, 0]
+        assert msgs["usage"] == [pytest.approx(u) for u in (300, 600, 600, 0)]
+        assert msgs["limit"] == [QUOTA, QUOTA, 500, 500]
 
     def test_history_is_kept_for_the_retention_and_read_back_for_since(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
     ) -> None:
         start = clock.now - clock.now % RESOLUTION_S
         for step in range(10):
-            assert sample(servers[step % 2], start + step * RESOLUTION_S)
-        clock.now = start + 9 * RESOLUTION_S
-        kept = read(servers[0], auth, since=3600)["times"]
-        assert kept == [start + step * RESOLUTION_S for step in range(3, 10)]
-        assert samples_stored(engine) == 2 * len(kept)
-        assert read(servers[0], auth, since=25)["times"] == kept[-3:]
+            clock.now = start + step * RESOLUTION_S
+            report(servers[0], auth("job"), "a", body(clock, 100 * (step + 1), ns="t/own"))
+            assert sample(servers[step % 2], clock.now)
+        kept = read(servers[0], auth, since=3600)
+        moments = [start + step * RESOLUTION_S for step in range(3, 10)]
+        assert kept["times"] == moments
+        used = kept["dimensions"]["publishRateInMsgs"]["usage"]
+        assert used == [pytest.approx(100 * (step + 1)) for step in range(3, 10)]
+        # What is older than the retention is gone, but the group other's only sample.
+        assert samples_stored(engine) == len(moments) + 1
+        assert read(servers[0], auth, since=25)["times"] == moments[-3:]
+
+    def test_a_deleted_groups_samples_age_out(
+        self, servers: list[FastAPI], clock: FakeClock, client: TestClient, engine: Engine
+    ) -> None:
+        assert client.put("/admin/v2/resourcegroups/gone", json={}).status_code == 204
+        assert sample(servers[0], clock.now)
+        assert client.delete("/admin/v2/resourcegroups/gone").status_code == 204
+        clock.now += RETENTION_S + RESOLUTION_S
+        assert sample(servers[0], clock.now)
+        with engine.connect() as connection:
+            groups = connection.scalars(select(UsageSample.resource_group).distinct()).all()
+        assert sorted(groups) == ["other", "rg"]
 
 
 @pytest.mark.usefixtures("world")
