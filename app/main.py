@@ -60,7 +60,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
     state = app.state
     sampler = asyncio.create_task(
-        history.sample_periodically(state.sessionmaker, state.clock, state.settings)
+        history.sample_periodically(
+            state.sessionmaker, state.clock, state.settings, state.metrics.history_samples.observe
+        )
     )
     try:
         yield

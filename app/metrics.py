@@ -55,6 +55,11 @@ class Metrics:
             ["role"],
             registry=r,
         )
+        self.history_samples = Histogram(
+            "rg_usage_history_sample_seconds",
+            "Time to take a usage-history sample; only the process that takes one observes it.",
+            registry=r,
+        )
         # Labelled children, kept: looking one up costs more than updating it, on every request.
         self._roles: dict[str, RoleMetrics] = {}
         self._requests: dict[tuple[str, str, int], Counter] = {}

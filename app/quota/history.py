@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -231,26 +232,34 @@ def _prune(horizon: datetime) -> Any:
 
 
 async def sample_periodically(
-    sessions: sessionmaker[Session], clock: Callable[[], float], settings: Settings
+    sessions: sessionmaker[Session],
+    clock: Callable[[], float],
+    settings: Settings,
+    observe: Callable[[float], None],
 ) -> None:
-    """Sample at every moment of the resolution, until cancelled (the app's lifespan)."""
+    """Sample at every moment of the resolution, until cancelled (the app's lifespan);
+    ``observe`` learns how long each sample this process took took."""
     resolution_s = settings.usage_history_resolution_seconds
     failed = False
     while True:
         # Just past the moment: processes that start apart still sample the same moments.
         await asyncio.sleep(resolution_s - clock() % resolution_s + 0.05 * resolution_s)
+        started = time.perf_counter()
         try:
-            await run_in_threadpool(_sample_in_transaction, sessions, clock(), settings)
+            took = await run_in_threadpool(_sample_in_transaction, sessions, clock(), settings)
             failed = False
         except SQLAlchemyError as exc:
             if not failed:  # one line per outage, not one per moment
                 logger.warning("could not sample usage history: %s", exc.__class__.__name__)
             failed = True
+        else:
+            if took:
+                observe(time.perf_counter() - started)
 
 
-def _sample_in_transaction(sessions: sessionmaker[Session], now: float, settings: Settings) -> None:
+def _sample_in_transaction(sessions: sessionmaker[Session], now: float, settings: Settings) -> bool:
     with sessions.begin() as session:
-        sample(session, now, settings)
+        return sample(session, now, settings)
 
 
 def read(

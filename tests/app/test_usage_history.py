@@ -290,5 +290,9 @@ def test_a_running_server_samples_by_itself(
                 time.sleep(0.1)
             assert len(times) >= 2
             assert times[-1] - times[-2] == pytest.approx(0.2)
+            took = app.state.metrics.registry.get_sample_value(
+                "rg_usage_history_sample_seconds_count"
+            )
+            assert took is not None and took >= 1
     finally:
         app.state.engine.dispose()
