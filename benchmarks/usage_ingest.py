@@ -34,6 +34,9 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   to the highest whose p99 latency stays under 100 ms with no failures; that rate times the
   1 s interval is how many worker processes one server process holds.
 
+Both report ``history_sampling``: the samples the server's usage-history sampler took during
+the shape's run, the seconds they took, and that as a share of the run's wall time.
+
 At PIP-82's full scale the default run takes about ten minutes, most of it the first and
 settling broker intervals; ``--quick`` (20 reporters of 1,000 namespaces, shorter steps)
 takes about one. The database is set up in bulk (COPY), not through the API. Tokens are
@@ -283,6 +286,27 @@ class Meter:
         self.database_cpu = DatabaseCpu.spent(database, self.database.snapshot())
 
 
+def _history_sampling(server: Server, started: float) -> dict[str, Any]:
+    """What the server's usage-history sampler cost over the run (its own histogram)."""
+    connection = http.client.HTTPConnection(HOST, server.port, timeout=REPORT_TIMEOUT_S)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    figures = {
+        name: float(value)
+        for name, value in (line.split() for line in text.splitlines() if line[:1] != "#")
+        if name in ("rg_usage_history_sample_seconds_count", "rg_usage_history_sample_seconds_sum")
+    }
+    seconds = figures.get("rg_usage_history_sample_seconds_sum", 0.0)
+    return {
+        "samples": round(figures.get("rg_usage_history_sample_seconds_count", 0.0)),
+        "seconds": _round(seconds),
+        "share_of_run_wall": _round(seconds / (time.perf_counter() - started), 4),
+    }
+
+
 # shape (a): PIP-82's brokers
 
 
@@ -440,11 +464,13 @@ def _broker_scale(
     if args.changed_interval:
         kinds += ["changed", *["settling after change"] * args.settle_intervals]
     intervals: list[Interval] = []
+    started = time.perf_counter()
     try:
         for kind in kinds:
             bodies = fleet.bodies(kind)
             intervals.append(_broker_interval(server, Meter(server, database), bodies, token, kind))
             _progress(f"broker-scale {kind}: {intervals[-1].meter.wall:.2f} s")
+        sampling = _history_sampling(server, started)
     finally:
         database.close()
         stop(server)
@@ -479,6 +505,7 @@ def _broker_scale(
         "changed_interval": next((s for s in summaries if s["kind"] == "changed"), None),
         "meets_bar": steady_wall is not None and steady_wall < bar,
         "every_interval_meets_bar": all(s["server_wall_seconds"] < bar for s in summaries),
+        "history_sampling": sampling,
         "failed": sum(s["failed"] for s in summaries),
     }
 
@@ -812,6 +839,7 @@ def _spark(
         return step.passed
 
     best: float | None = None
+    started = time.perf_counter()
     try:
         rate = float(args.spark_start)
         worst: float | None = None
@@ -833,6 +861,7 @@ def _spark(
                 low = best = middle
             else:
                 worst = middle
+        sampling = _history_sampling(server, started)
     finally:
         database.close()
         stop(server)
@@ -855,6 +884,7 @@ def _spark(
         "sustained_reports_per_second": None if best is None else round(best, 1),
         "worker_processes_per_server": None if best is None else round(best * SPARK_INTERVAL_S),
         "steps": steps,
+        "history_sampling": sampling,
         "failed": sum(step["failed"] for step in steps),
     }
 
