@@ -1,4 +1,5 @@
-"""``rgadmin``: serve, migrate and mint tokens, as ``pulsar tokens`` does."""
+"""``rgadmin``: serve, migrate and mint tokens, as ``pulsar tokens`` does; and administer a
+server over HTTP with pulsar-admin's verbs (the commands in ``app.commands``)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,36 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
-import uvicorn
-from sqlalchemy.engine import make_url
 
 from app import auth
+from app.commands import (
+    default_resource_group,
+    namespaces,
+    request_quotas,
+    resourcegroups,
+    tenants,
+    top,
+)
+from app.commands.connection import ConnectionOptions
 from app.config import DEFAULT_SECRET_KEY_FILE, Settings, get_settings
 
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+# The server's own modules (uvicorn, SQLAlchemy, app.db) are imported by the commands that
+# use them, so that the HTTP commands run where only the client's dependencies are installed.
+
 cli = typer.Typer(
-    help="Administer the ResourceGroups server.",
+    help="Administer the ResourceGroups server: run it, or manage one over HTTP with "
+    "pulsar-admin's verbs.\n\n"
+    "The HTTP commands take the server's URL from --admin-url, else $RG_ADMIN_URL, else "
+    "webServiceUrl in the config file, else http://127.0.0.1:8080; and the token from "
+    "--auth-params, else $RG_ADMIN_TOKEN, else authParams in the config file. The config file "
+    "is in Pulsar's client.conf format: $RG_ADMIN_CONFIG, else "
+    "$XDG_CONFIG_HOME/rgadmin/client.conf (~/.config/rgadmin/client.conf).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,  # locals may hold keys
@@ -27,6 +47,31 @@ tokens = typer.Typer(
     help="Create keys and tokens (compatible with `pulsar tokens`).", no_args_is_help=True
 )
 cli.add_typer(tokens, name="tokens")
+
+
+@cli.callback()
+def connection(
+    ctx: typer.Context,
+    admin_url: Annotated[
+        str | None,
+        typer.Option(
+            "--admin-url",
+            help="The server the HTTP commands administer. Default: http://127.0.0.1:8080.",
+            show_default=False,
+        ),
+    ] = None,
+    auth_params: Annotated[
+        str | None,
+        typer.Option(
+            "--auth-params",
+            help="Their token: token:TOKEN, or file:///path of a file holding it.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Administer the ResourceGroups server."""
+    # Resolved by each HTTP command, so that a bad setting never stops `serve` or `tokens`.
+    ctx.obj = ConnectionOptions(admin_url=admin_url, auth_params=auth_params)
 
 
 class KeyPairAlgorithm(StrEnum):
@@ -240,6 +285,8 @@ def serve(
     in data/secret.key. A SQLite database (the default) is created and migrated on start;
     a PostgreSQL one is not: run `rgadmin migrate` first, and after each upgrade.
     """
+    import uvicorn
+
     settings = _bootstrap()
     _announce(settings, host, port)
     uvicorn.run(
@@ -304,12 +351,31 @@ def _announce(settings: Settings, host: str, port: int) -> None:
     say(f"API docs: http://{shown_host}:{port}/docs")
 
 
+def _url(database_url: str) -> URL:
+    from sqlalchemy.engine import make_url
+
+    return make_url(database_url)
+
+
 def _is_sqlite(database_url: str) -> bool:
-    return make_url(database_url).get_backend_name() == "sqlite"
+    return _url(database_url).get_backend_name() == "sqlite"
 
 
 def _redacted(database_url: str) -> str:
-    return make_url(database_url).render_as_string(hide_password=True)
+    return _url(database_url).render_as_string(hide_password=True)
+
+
+# pulsar-admin's verbs, over HTTP (app.commands)
+
+ADMIN_PANEL = "Administer a server over HTTP (pulsar-admin's verbs)"
+cli.add_typer(resourcegroups.cli, name="resourcegroups", rich_help_panel=ADMIN_PANEL)
+cli.add_typer(tenants.cli, name="tenants", rich_help_panel=ADMIN_PANEL)
+cli.add_typer(namespaces.cli, name="namespaces", rich_help_panel=ADMIN_PANEL)
+cli.add_typer(
+    default_resource_group.cli, name="default-resource-group", rich_help_panel=ADMIN_PANEL
+)
+cli.add_typer(request_quotas.cli, name="request-quotas", rich_help_panel=ADMIN_PANEL)
+cli.command("top", rich_help_panel=ADMIN_PANEL)(top.top)
 
 
 if __name__ == "__main__":

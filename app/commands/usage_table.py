@@ -1,0 +1,201 @@
+"""What ``rgadmin top`` shows: each group's latest usage sample, saturated groups first.
+
+The input is the usage history's answer (``GET /admin/v2/resourcegroups/{rg}/usage``): per
+dimension, series of ``limit`` (-1 unlimited), ``usage``, ``demand`` (null when unknown) and
+``allocation`` (null when unlimited), with ``times`` and ``reporters``, oldest first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+# (field of the usage answer, label, unit); the labels are the dimensions' names in reports
+# and metrics, and have no blanks, so that `awk` and `sort -k` can read the table.
+DIMENSIONS = (
+    ("publishRateInMsgs", "publishMsgs", "msgs"),
+    ("publishRateInBytes", "publishBytes", "bytes"),
+    ("dispatchRateInMsgs", "dispatchMsgs", "msgs"),
+    ("dispatchRateInBytes", "dispatchBytes", "bytes"),
+)
+# A group using this much of a limit is shown as saturated.
+SATURATED_PCT = 90.0
+BUSY_PCT = 75.0
+COLUMNS = (
+    "GROUP",
+    "DIMENSION",
+    "LIMIT",
+    "USAGE",
+    "USED",
+    "DEMAND",
+    "ALLOCATION",
+    "REPORTERS",
+    "AGE",
+)
+
+
+@dataclass(frozen=True)
+class DimensionSample:
+    label: str
+    unit: str
+    limit: float  # -1 or 0: unlimited, as in Pulsar
+    usage: float | None
+    demand: float | None  # None: some reporter's demand was unknown
+    allocation: float | None  # None: unlimited
+
+    @property
+    def used_pct(self) -> float | None:
+        """Usage as a percentage of the limit; None when unlimited."""
+        if self.limit <= 0 or self.usage is None:
+            return None
+        return self.usage / self.limit * 100
+
+
+@dataclass(frozen=True)
+class GroupSample:
+    group: str
+    at: float | None  # epoch seconds; None: the group has no sample yet
+    reporters: int | None
+    dimensions: tuple[DimensionSample, ...]
+
+    @property
+    def saturation(self) -> float | None:
+        """The highest usage, as a percentage of its limit, over the limited dimensions."""
+        used = [pct for dimension in self.dimensions if (pct := dimension.used_pct) is not None]
+        return max(used, default=None)
+
+
+def latest_sample(group: str, usage: Mapping[str, Any]) -> GroupSample:
+    """The last sample of a group's usage history."""
+    times: Sequence[float] = usage.get("times") or []
+    if not times:
+        return GroupSample(group=group, at=None, reporters=None, dimensions=())
+    reporters: Sequence[int] = usage.get("reporters") or []
+    series: Mapping[str, Mapping[str, Sequence[float | None]]] = usage.get("dimensions") or {}
+    dimensions = tuple(
+        DimensionSample(
+            label=label,
+            unit=unit,
+            limit=_last(series[field], "limit") or -1,
+            usage=_last(series[field], "usage"),
+            demand=_last(series[field], "demand"),
+            allocation=_last(series[field], "allocation"),
+        )
+        for field, label, unit in DIMENSIONS
+        if field in series
+    )
+    return GroupSample(
+        group=group,
+        at=times[-1],
+        reporters=reporters[-1] if reporters else None,
+        dimensions=dimensions,
+    )
+
+
+def _last(series: Mapping[str, Sequence[float | None]], name: str) -> float | None:
+    values = series.get(name) or []
+    return values[-1] if values else None
+
+
+def saturated_first(samples: Iterable[GroupSample]) -> list[GroupSample]:
+    """Groups by their highest usage against a limit, highest first; then the groups that have
+    no limit or no sample, by name."""
+    return sorted(
+        samples,
+        key=lambda sample: (
+            sample.saturation is None,
+            -(sample.saturation or 0.0),
+            sample.group,
+        ),
+    )
+
+
+def rows(samples: Iterable[GroupSample], now: float) -> list[tuple[str, ...]]:
+    """The table's rows, one per group and dimension, as text without blanks."""
+    table: list[tuple[str, ...]] = []
+    for sample in samples:
+        if sample.at is None or not sample.dimensions:
+            # As kubectl shows what is not known yet; a new group's first sample is <= 10 s away.
+            table.append((sample.group, *["-"] * (len(COLUMNS) - 2), "<pending>"))
+            continue
+        age = _age(now - sample.at)
+        reporters = "-" if sample.reporters is None else str(sample.reporters)
+        for dimension in sample.dimensions:
+            pct = dimension.used_pct
+            table.append(
+                (
+                    sample.group,
+                    dimension.label,
+                    "unlimited" if dimension.limit <= 0 else _rate(dimension.limit, dimension.unit),
+                    _rate(dimension.usage, dimension.unit),
+                    "-" if pct is None else f"{pct:.0f}%",
+                    "?" if dimension.demand is None else _rate(dimension.demand, dimension.unit),
+                    _rate(dimension.allocation, dimension.unit),
+                    reporters,
+                    age,
+                )
+            )
+    return table
+
+
+def plain_table(samples: Iterable[GroupSample], now: float) -> str:
+    """The rows as aligned plain text, like ``kubectl top``: no colours, no control codes."""
+    lines = [COLUMNS, *rows(samples, now)]
+    widths = [max(len(line[column]) for line in lines) for column in range(len(COLUMNS))]
+    return "\n".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def rich_table(samples: Sequence[GroupSample], now: float) -> Table:
+    """The rows for a terminal: saturated groups in red, busy ones in yellow."""
+    table = Table(box=None, header_style="bold")
+    for column in COLUMNS:
+        table.add_column(column, no_wrap=True)
+    for sample in samples:
+        for row in rows([sample], now):
+            table.add_row(*(Text(cell) for cell in row), style=_style(sample.saturation))
+    return table
+
+
+def _style(saturation: float | None) -> str:
+    if saturation is None:
+        return ""
+    if saturation >= SATURATED_PCT:
+        return "bold red"
+    return "yellow" if saturation >= BUSY_PCT else ""
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "bytes":
+        return _scaled(value, 1024.0, ("B", "KiB", "MiB", "GiB", "TiB", "PiB"))
+    return _scaled(value, 1000.0, ("", "k", "M", "G", "T", "P"))
+
+
+def _scaled(value: float, step: float, units: Sequence[str]) -> str:
+    for unit in units[:-1]:
+        if abs(value) < step:
+            return f"{_number(value)}{unit}"
+        value /= step
+    return f"{_number(value)}{units[-1]}"
+
+
+def _number(value: float) -> str:
+    if abs(value) >= 100 or value == int(value):
+        return f"{value:.0f}"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}".rstrip("0").rstrip(".")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    return f"{minutes}m" if minutes < 120 else f"{minutes // 60}h"
