@@ -21,6 +21,7 @@ from app.api import (
     request_quotas,
     resourcegroups,
     tenants,
+    ui,
 )
 from app.api import metrics as metrics_api
 from app.api.draft_aliases import draft_alias_router
@@ -88,6 +89,9 @@ def create_app(
         description=DESCRIPTION,
         generate_unique_id_function=operation_id,
         lifespan=_lifespan,
+        # Served by `ui.router` from this package's files: no CDN, so they work offline.
+        docs_url=None,
+        redoc_url=None,
     )
     engine = make_engine(settings.database_url)
     app.state.settings = settings
@@ -122,6 +126,7 @@ def create_app(
         quota.router,
         health.router,
         metrics_api.router,
+        ui.router,
     ):
         app.include_router(router)
     app.include_router(draft_alias_router(*canonical))

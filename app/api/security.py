@@ -18,7 +18,7 @@ from app.access import Principal
 from app.auth import InvalidToken, TokenVerifier
 from app.errors import Forbidden, Unauthorized
 
-PROTECTED_PREFIXES = ("/admin/", "/quota/")
+PROTECTED_PREFIXES = ("/admin/", "/quota/", "/ui/api/")
 SCHEME = "bearerAuth"
 _ANONYMOUS = Principal(role="anonymous", is_superuser=True)
 

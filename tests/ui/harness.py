@@ -1,0 +1,124 @@
+"""A server for the dashboard to show, and real rgspark workers to give it something to show.
+
+Used by the browser tests and by ``python -m tests.ui.readme_screenshot``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import Engine
+
+from app.auth import create_token, generate_secret_key
+from app.db import upgrade_schema
+from app.main import create_app
+from app.models import Base
+from rgspark._admin import AdminClient
+from rgspark._reporter import NamespaceQuota, Reporter
+from tests.conftest import SUPERUSER, make_settings, serve
+
+# A sample a second, so that a chart moves within the few seconds a test watches it.
+RESOLUTION_S = 1.0
+
+
+@dataclass
+class DashboardServer:
+    url: str
+    secret_key: bytes
+    engine: Engine
+
+    def token(self, role: str) -> str:
+        return create_token(subject=role, secret_key=self.secret_key)
+
+    def api(self, role: str = SUPERUSER) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.token(role)}"}
+        )
+
+    def setup(self, *calls: tuple[str, str, Any]) -> None:
+        """Make admin API calls as the superuser: ``(method, path, body)``, each a 204."""
+        with self.api() as client:
+            for method, path, body in calls:
+                response = client.request(method, path, json=body)
+                assert response.status_code == 204, f"{method} {path}: {response.text}"
+
+    def empty(self) -> None:
+        with self.engine.begin() as connection:
+            for table in reversed(Base.metadata.sorted_tables):
+                connection.execute(table.delete())
+
+
+@contextmanager
+def dashboard_server(directory: Path) -> Iterator[DashboardServer]:
+    """A server over real HTTP on its own migrated SQLite database, sampling every second."""
+    database_url = f"sqlite:///{directory / 'dashboard.db'}"
+    upgrade_schema(database_url)
+    secret_key = generate_secret_key()
+    app = create_app(
+        make_settings(database_url, secret_key, usage_history_resolution_seconds=RESOLUTION_S)
+    )
+    try:
+        with serve(app) as url:
+            yield DashboardServer(url, secret_key, app.state.engine)
+    finally:
+        app.state.engine.dispose()
+
+
+@dataclass
+class Workload:
+    """Worker processes' worth of rgspark runtimes: each a real reporter, and a producer that
+    publishes through the reporter's limits and takes ``1 / rate`` seconds of work per
+    message, so that unthrottled it runs at `rate` msgs/s, and throttled its demand (what
+    rgspark estimates from the time it is held back) is `rate`."""
+
+    url: str
+    token: str
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _reporters: list[Reporter] = field(default_factory=list)
+    _producers: list[threading.Thread] = field(default_factory=list)
+
+    def start(
+        self,
+        tenant: str,
+        namespace: str,
+        *,
+        workers: int = 1,
+        rate: float = 100.0,
+        message_bytes: int = 1000,
+    ) -> None:
+        for _ in range(workers):
+            quota = NamespaceQuota(tenant, namespace)
+            reporter = Reporter(AdminClient(self.url, token=self.token), [quota])
+            reporter.start()
+            self._reporters.append(reporter)
+            producer = threading.Thread(
+                target=self._produce, args=(quota, rate, message_bytes), daemon=True
+            )
+            producer.start()
+            self._producers.append(producer)
+
+    def _produce(self, quota: NamespaceQuota, rate: float, message_bytes: int) -> None:
+        quota.use("publish")
+        batch = max(1.0, rate / 50)  # 20 ms of work
+        while not self._stop.is_set():
+            quota.acquire("publish", batch, batch * message_bytes)
+            self._stop.wait(batch / rate)  # the work
+
+    def close(self) -> None:
+        self._stop.set()
+        for reporter in self._reporters:
+            reporter.close()
+        for producer in self._producers:
+            producer.join(timeout=5)
+
+    def __enter__(self) -> Workload:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
