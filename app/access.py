@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import Forbidden, NotFound
 from app.models import Namespace, Tenant
-from app.services import attachments, tenants
+from app.services import attachments
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,10 +19,16 @@ class Principal:
 
 
 def require_tenant_admin(session: Session, principal: Principal, tenant: str) -> None:
-    """Superusers pass; others must be in the tenant's ``adminRoles`` (404 if it is missing)."""
+    """Superusers pass; others must be in the tenant's ``adminRoles``.
+
+    A missing tenant is a 403 too, with the same reason: a role without rights learns nothing
+    of which tenants exist (superusers, who may list them, get the 404).
+    """
     if principal.is_superuser:
         return
-    if principal.role not in tenants.get(session, tenant).admin_roles:
+    # By primary key, so that an endpoint reading the tenant next finds it in the session.
+    found = session.get(Tenant, tenant)
+    if found is None or principal.role not in found.admin_roles:
         raise Forbidden(f"Role {principal.role} is not an admin of tenant {tenant}")
 
 

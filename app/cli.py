@@ -283,7 +283,8 @@ def serve(
 
     On the first run with authentication on and no key configured, a secret key is generated
     in data/secret.key. A SQLite database (the default) is created and migrated on start;
-    a PostgreSQL one is not: run `rgadmin migrate` first, and after each upgrade.
+    a PostgreSQL one is not: run `rgadmin migrate` first, and after each upgrade (the server
+    refuses to start on a schema behind its own).
     """
     import uvicorn
 
@@ -319,7 +320,41 @@ def _bootstrap() -> Settings:
         from app.db import upgrade_schema
 
         upgrade_schema(settings.database_url)
+    else:
+        _check_schema(settings.database_url)
     return settings
+
+
+def _check_schema(database_url: str) -> None:
+    """Refuse, in one line, a database behind this server's migrations: served, it would pass
+    for healthy while every request failed on a missing table or column."""
+    from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+    from app.db import make_engine
+    from app.schema_version import read_state
+
+    where = f"(database {_redacted(database_url)})"
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            state = read_state(connection)
+    except (OperationalError, InterfaceError) as exc:
+        # Down for now: serve anyway, as on an outage later; /health says 503 until it is
+        # back, and then whether its schema is behind.
+        typer.echo(f"The database does not answer {where}: {_first_line(exc.orig)}", err=True)
+        return
+    except DBAPIError as exc:
+        _fail(f"Cannot read the database's schema revision {where}: {_first_line(exc.orig)}")
+    finally:
+        engine.dispose()
+    if state.behind:
+        _fail(f"{state.describe()} {where}.")
+    if state.unknown:
+        typer.echo(f"Warning: {state.describe()} {where}.", err=True)
+
+
+def _first_line(error: BaseException | None) -> str:
+    return str(error).strip().partition("\n")[0]
 
 
 def _check_keys(settings: Settings) -> None:

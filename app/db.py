@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -9,8 +11,6 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def sqlalchemy_url(database_url: str) -> URL:
@@ -52,9 +52,22 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+@cache
+def migrations_directory() -> Path:
+    """The migrations, from this package: ``app.migrations`` in a wheel, the checkout's
+    ``migrations/`` in an editable install (pyproject.toml maps one onto the other)."""
+    directory = files("app.migrations")
+    # Alembic reads a directory of files; a package in a zip would need extracting first.
+    if not isinstance(directory, Path):
+        raise RuntimeError(f"The migrations are not on the file system: {directory}")
+    return directory
+
+
 def alembic_config(database_url: str) -> Config:
-    config = Config(str(PROJECT_ROOT / "alembic.ini"))
-    config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
+    # No alembic.ini: it lives in the checkout, for `alembic` there; an installed server has
+    # only its package, and takes everything it needs from here.
+    config = Config()
+    config.set_main_option("script_location", str(migrations_directory()))
     config.attributes["database_url"] = database_url
     return config
 

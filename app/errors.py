@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -12,10 +13,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
+from starlette.types import Send
 
-from app.schemas import NAME_RULE, ROLE_RULE
+from app.outage_log import OutageLog
+from app.schemas import NAME_PATTERN, NAME_RULE, ROLE_PATTERN, ROLE_RULE
 
 logger = logging.getLogger(__name__)
+# Every request fails while the database is down: a line a minute says so, not one each.
+_UNAVAILABLE = OutageLog(logger, "database unavailable", "database available again")
 
 
 class AppError(Exception):
@@ -54,6 +60,14 @@ class PreconditionFailed(AppError):
     status_code = 412
 
 
+class PayloadTooLarge(AppError):
+    status_code = 413
+
+
+class UnsupportedMediaType(AppError):
+    status_code = 415
+
+
 class TooManyRequests(AppError):
     status_code = 429
 
@@ -79,11 +93,42 @@ def _reason_response(
     return JSONResponse({"reason": reason}, status_code=status_code, headers=headers)
 
 
+async def send_reason(
+    send: Send, status_code: int, reason: str, headers: Mapping[str, str] | None = None
+) -> None:
+    """Answer with a ``{"reason": ...}`` body straight over ASGI, for middleware that answers
+    before the app runs."""
+    body = json.dumps({"reason": reason}, separators=(",", ":")).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status_code, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (the app's routes are listed
+    flat in ``app.state.routes``).
+
+    Starlette's 405 names only the methods of the first route matching the path, while
+    FastAPI makes one route per method: a path served by GET, PUT and DELETE would say
+    ``Allow: GET``.
+    """
+    methods: set[str] = set()
+    for route in getattr(request.app.state, "routes", ()):
+        if isinstance(route, Route) and route.methods:
+            match, _ = route.matches(request.scope)
+            if match is not Match.NONE:
+                methods |= route.methods
+    return sorted(methods)
+
+
 _BODY_SHAPES = {
     "model_attributes_type": "a JSON object",
     "dict_type": "a JSON object",
     "list_type": "a JSON array",
 }
+# Said in words rather than as the regular expression.
+_PATTERN_RULES = {ROLE_PATTERN: f"a role: {ROLE_RULE}", NAME_PATTERN: f"a name: {NAME_RULE}"}
 _PATH_NOUNS = {"rg": "ResourceGroup", "tenant": "tenant", "namespace": "namespace", "role": "role"}
 
 
@@ -106,6 +151,10 @@ def validation_reason(exc: RequestValidationError) -> str:
         return "Request body is required"
     if kind == "extra_forbidden":
         return f"Unknown field '{field}'"
+    if kind == "string_pattern_mismatch" and field:
+        described = _PATTERN_RULES.get(str(error.get("ctx", {}).get("pattern")))
+        if described is not None:
+            return f"Invalid value for '{field}': {error.get('input')!r} is not {described}"
     if not field:
         expected = _BODY_SHAPES.get(kind)
         return f"Request body must be {expected}" if expected else f"Request body: {message}"
@@ -122,14 +171,18 @@ def register_error_handlers(app: FastAPI) -> None:
         return _reason_response(400, validation_reason(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return _reason_response(exc.status_code, str(exc.detail), exc.headers)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = exc.headers
+        allowed = allowed_methods(request) if exc.status_code == 405 else None
+        if allowed:
+            headers = {**(headers or {}), "Allow": ", ".join(allowed)}
+        return _reason_response(exc.status_code, str(exc.detail), headers)
 
     @app.exception_handler(DBAPIError)
     async def database_error(request: Request, exc: DBAPIError) -> JSONResponse:
         request.app.state.metrics.database_errors.labels(type(exc).__name__).inc()
         if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
-            logger.warning("database unavailable: %s", exc.orig)
+            _UNAVAILABLE.failed(exc.orig)
             return _reason_response(503, "Database unavailable")
         logger.exception("database error")
         return _reason_response(500, "Internal database error")

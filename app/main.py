@@ -25,6 +25,7 @@ from app.api import (
 )
 from app.api import metrics as metrics_api
 from app.api.draft_aliases import draft_alias_router
+from app.api.limits import RequestLimits, RequestLimitsMiddleware
 from app.api.security import TokenAuthMiddleware, document_security
 from app.api.throttling import ThrottlingMiddleware
 from app.auth import TokenVerifier
@@ -34,7 +35,7 @@ from app.errors import register_error_handlers
 from app.metrics import Metrics
 from app.quota import history
 from app.quota.cache import ReportCache
-from app.readcache import GroupCache
+from app.readcache import group_cache_for
 from app.request_quotas import RequestThrottle
 
 DESCRIPTION = (
@@ -100,11 +101,18 @@ def create_app(
     app.state.report_cache = ReportCache()
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
-    app.state.group_cache = GroupCache.for_engine(engine)
+    app.state.group_cache = group_cache_for(engine)
     app.state.metrics = metrics = Metrics(settings.report_interval_seconds)
     app.state.request_throttle = throttle = RequestThrottle()
     metrics.watch_request_rates(throttle.rates)
-    # Added first, so it runs inside authentication and sees the caller's role.
+    # Innermost: inside authentication, to refuse a role's body before reading it, and inside
+    # throttling, whose metrics then count its 413s and 415s.
+    app.add_middleware(
+        RequestLimitsMiddleware,
+        limits=RequestLimits.from_settings(settings, [quota.report_usage.__name__]),
+        routes=lambda: app.state.routes,
+    )
+    # Added early, so it runs inside authentication and sees the caller's role.
     app.add_middleware(
         ThrottlingMiddleware,
         throttle=throttle,
@@ -115,10 +123,11 @@ def create_app(
         TokenAuthMiddleware,
         verifier=TokenVerifier.from_settings(settings) if settings.auth_enabled else None,
         superusers=settings.superusers,
+        protected_paths=metrics_api.protected_paths(settings),
     )
     register_error_handlers(app)
     canonical = (resourcegroups.router, tenants.router, namespaces.router)
-    for router in (
+    routers = (
         *canonical,
         default_group.router,
         clusters.router,
@@ -127,9 +136,13 @@ def create_app(
         health.router,
         metrics_api.router,
         ui.router,
-    ):
+        draft_alias_router(*canonical),
+    )
+    for router in routers:
         app.include_router(router)
-    app.include_router(draft_alias_router(*canonical))
+    # The routes served, flat (newer FastAPI keeps an included router as one route): the
+    # request limits find a body's route in them, and a 405 lists the methods of a path.
+    app.state.routes = [route for router in routers for route in router.routes]
     app.openapi = document_security(app, quota.SCHEMAS)  # type: ignore[method-assign]
     return app
 

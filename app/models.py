@@ -21,7 +21,11 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    Select,
     String,
+    cast,
+    func,
+    select,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -258,14 +262,47 @@ class UsageSampling(Base):
     admin_generation: Mapped[int] = mapped_column(BigInteger)
 
 
-class AdminGeneration(Base):
-    """One row whose token changes, by database triggers, on every write to groups, tenants
-    and namespaces: server processes cache which group each namespace is in while it holds."""
+class AdminChanges(Base):
+    """Counts of writes to groups, tenants, namespaces and the default group, kept by
+    database triggers (so that no write can forget them, whichever path it takes): their sum
+    is the **admin generation**, which server processes hold their memory of namespaces'
+    groups and of group reads against (`admin_generation`).
 
-    __tablename__ = "admin_generation"
+    One row per writer: on PostgreSQL the backend process of the writing connection, which
+    runs one transaction at a time, so no two concurrent writes ever wait for the same row
+    (a single row did: every admin write queued for it, and deadlocked with the group rows
+    it locks); on SQLite, where writers take turns anyway, one row. Each change adds a
+    random positive amount, so the sum rises with every committed write and, even after rows
+    are deleted by hand, all but never comes back to an earlier value.
+    """
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
-    token: Mapped[int] = mapped_column(BigInteger)
+    __tablename__ = "admin_changes"
+
+    writer: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    changes: Mapped[int] = mapped_column(BigInteger)
+
+
+COMPACTED_WRITER = 0
+"""The row that writers' rows are folded into once their backends are gone (PostgreSQL),
+and the single row on SQLite."""
+
+
+def admin_generation() -> Select[int]:
+    """The admin generation: it changes with every committed write to groups, tenants,
+    namespaces and the default group, and only then."""
+    return select(cast(func.coalesce(func.sum(AdminChanges.changes), 0), BigInteger))
+
+
+class ResourceGroupChange(Base):
+    """Groups whose reading (rates, and who may read them) a write may have changed, in
+    commit order: SQLite's triggers log them, so that a server process drops just those
+    groups from its read cache (`app.readcache`). Only the latest entries are kept."""
+
+    __tablename__ = "resource_group_changes"
+    __table_args__ = ({"sqlite_autoincrement": True},)
+
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    resource_group: Mapped[str] = mapped_column(String(NAME_LENGTH))
 
 
 class RequestQuota(Base):

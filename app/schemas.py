@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
 from fastapi import Path
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import PydanticCustomError, core_schema
 
 NAME_CHARS = r"[A-Za-z0-9_\-=:.]{1,255}"
 NAME_PATTERN = f"^{NAME_CHARS}$"
 NAME_RULE = "1-255 ASCII letters, digits and _-=:."
 
 # Roles are token subjects, not Pulsar names: e-mail-like and non-ASCII subjects are common.
-ROLE_PATTERN = r"^[^\s\x00-\x1f\x7f]{1,255}$"
+# The excluded characters are listed one by one, not as `\s`, whose meaning differs between
+# the server's regex engine (Unicode's White_Space, with U+0085) and JSON Schema's
+# (ECMAScript's, with U+FEFF but not U+0085): so the spec and the server refuse the same
+# roles. Excluded: C0 controls and space, DEL and the C1 controls (U+0085 among them), the
+# no-break space, and every other Unicode space or line separator, with U+FEFF.
+ROLE_PATTERN = (
+    r"^[^\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]{1,255}$"
+)
 ROLE_RULE = "1-255 characters without spaces or control characters"
 
 INT32_MAX = 2**31 - 1
@@ -27,9 +37,50 @@ NamespaceName = Annotated[
 ]
 RoleName = Annotated[str, Path(pattern=ROLE_PATTERN, description=f"Role: {ROLE_RULE}")]
 
+
+def _whole(value: float) -> int:
+    if not value.is_integer():
+        raise PydanticCustomError("whole_number", "Input should be a whole number")
+    return int(value)
+
+
+@dataclass(frozen=True, slots=True)
+class WholeNumber:
+    """An integer from ``ge`` to ``le``, taking what JSON Schema's ``integer`` takes: integers
+    and numbers without a fraction (``5.0``), but no strings or booleans (pydantic's lax
+    integers take ``"5"`` and ``true``; its strict ones refuse ``5.0``).
+
+    Integers take the first branch without leaving pydantic's core; the bounds are checked
+    after either branch, on the integer, so that ``9.3e18`` is refused by ``le`` exactly.
+    """
+
+    ge: int
+    le: int
+
+    def __get_pydantic_core_schema__(
+        self, _source: Any, _handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        whole_float = core_schema.no_info_after_validator_function(
+            _whole, core_schema.float_schema(strict=True, allow_inf_nan=False)
+        )
+        integer = core_schema.union_schema(
+            [core_schema.int_schema(strict=True), whole_float],
+            mode="left_to_right",
+            custom_error_type="whole_number",
+            custom_error_message="Input should be a whole number",
+        )
+        bounded = core_schema.int_schema(strict=True, ge=self.ge, le=self.le)
+        return core_schema.chain_schema([integer, bounded])
+
+    def __get_pydantic_json_schema__(
+        self, _schema: core_schema.CoreSchema, _handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "integer", "minimum": self.ge, "maximum": self.le}
+
+
 _UNLIMITED = "-1 or 0 means unlimited."
-MsgRate = Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)]
-ByteRate = Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)]
+MsgRate = Annotated[int, WholeNumber(ge=-1, le=INT32_MAX)]
+ByteRate = Annotated[int, WholeNumber(ge=-1, le=INT64_MAX)]
 
 
 class _Body(BaseModel):
@@ -172,7 +223,7 @@ MAX_REQUESTS_PER_SECOND = 1_000_000
 
 
 class RequestQuotaBody(_Body):
-    requestsPerSecond: Annotated[StrictInt, Field(ge=1, le=MAX_REQUESTS_PER_SECOND)] = Field(
+    requestsPerSecond: Annotated[int, WholeNumber(ge=1, le=MAX_REQUESTS_PER_SECOND)] = Field(
         description="Requests per second the role may send to each server process."
     )
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -29,6 +30,7 @@ class LoadResult:
     """One run: what completed inside the measuring window, and what went wrong at any time."""
 
     seconds: float
+    expected_status: int = 200
     completed: int = 0
     latencies: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
@@ -39,7 +41,9 @@ class LoadResult:
 
     @property
     def failed(self) -> int:
-        unexpected = sum(count for status, count in self.statuses.items() if status != 200)
+        unexpected = sum(
+            count for status, count in self.statuses.items() if status != self.expected_status
+        )
         return unexpected + self.protocol_errors + self.connection_errors + self.timeouts
 
     @property
@@ -48,9 +52,22 @@ class LoadResult:
 
 
 def build_get(host: str, port: int, path: str, headers: dict[str, str] | None = None) -> bytes:
-    lines = [f"GET {path} HTTP/1.1", f"Host: {host}:{port}"]
+    return build_request(host, port, "GET", path, headers)
+
+
+def build_request(
+    host: str,
+    port: int,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}:{port}"]
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:
@@ -64,8 +81,7 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
 class _Run:
     """State shared by the connections of one run."""
 
-    def __init__(self, request: bytes, result: LoadResult) -> None:
-        self.request = request
+    def __init__(self, result: LoadResult) -> None:
         self.result = result
         self.deadline = float("inf")  # set when every connection is open
         self.idle = 0  # connections with nothing in flight after the deadline
@@ -79,8 +95,9 @@ class _Run:
 
 
 class _Connection(asyncio.Protocol):
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: _Run, request: bytes) -> None:
         self.run = run
+        self.request = request
         self.transport: asyncio.Transport | None = None
         self.buffer = b""
         self.expected = -1  # total bytes of the response being read, once its head is in
@@ -100,7 +117,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.sent_at = now
         self.in_flight = True
-        self.transport.write(self.run.request)
+        self.transport.write(self.request)
 
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer + data if self.buffer else data
@@ -134,7 +151,8 @@ class _Connection(asyncio.Protocol):
             head = buffer[:head_end].lower()
             start = head.find(_CONTENT_LENGTH)
             if start < 0:
-                return -1
+                # No body, and so no length, on a 204 or a 304.
+                return 0 if self.status in (204, 304) else -1
             start += len(_CONTENT_LENGTH)
             end = head.find(b"\r\n", start)
             return int(head[start:] if end < 0 else head[start:end])
@@ -181,16 +199,22 @@ class _Connection(asyncio.Protocol):
 
 
 async def _load(
-    host: str, port: int, request: bytes, concurrency: int, seconds: float
+    host: str,
+    port: int,
+    requests: Sequence[bytes],
+    concurrency: int,
+    seconds: float,
+    expected_status: int,
 ) -> LoadResult:
     loop = asyncio.get_running_loop()
-    result = LoadResult(seconds=seconds)
-    run = _Run(request, result)
+    result = LoadResult(seconds=seconds, expected_status=expected_status)
+    run = _Run(result)
     # Connecting is not measured: every connection is open before the clock starts.
     connections: list[_Connection] = []
-    for _ in range(concurrency):
-        _, protocol = await loop.create_connection(lambda: _Connection(run), host, port)
-        connections.append(protocol)
+    for index in range(concurrency):
+        connection = _Connection(run, requests[index % len(requests)])
+        await loop.create_connection(functools.partial(_same, connection), host, port)
+        connections.append(connection)
     run.connections = len(connections)
     cpu_start = time.process_time()
     start = time.perf_counter()
@@ -205,6 +229,10 @@ async def _load(
         connection.abandon()
     result.latencies.sort()
     return result
+
+
+def _same(connection: _Connection) -> _Connection:
+    return connection
 
 
 def _run_loop(main: Callable[[], Awaitable[_T]]) -> _T:
@@ -227,7 +255,16 @@ def event_loop_name() -> str:
 
 
 def run_load(
-    host: str, port: int, request: bytes, *, concurrency: int, seconds: float
+    host: str,
+    port: int,
+    request: bytes | Sequence[bytes],
+    *,
+    concurrency: int,
+    seconds: float,
+    expected_status: int = 200,
 ) -> LoadResult:
-    """Drive ``concurrency`` keep-alive connections with ``request`` for ``seconds``."""
-    return _run_loop(lambda: _load(host, port, request, concurrency, seconds))
+    """Drive ``concurrency`` keep-alive connections with ``request`` for ``seconds``; given
+    several requests, connection ``i`` sends the ``i``-th (round robin). Any answer but
+    ``expected_status`` counts as failed."""
+    requests = [request] if isinstance(request, bytes) else list(request)
+    return _run_loop(lambda: _load(host, port, requests, concurrency, seconds, expected_status))

@@ -10,8 +10,14 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from sqlalchemy import make_url
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_SECONDS = 60.0
@@ -107,20 +113,27 @@ def wait_ready(server: Server, headers: dict[str, str] | None = None) -> None:
     )
 
 
-def serve_rgadmin(workdir: Path, name: str, env: dict[str, str]) -> Server:
-    """``rgadmin serve`` in one process on a free port, ready; stopped again if it never is."""
+def rgadmin_server(workdir: Path, name: str, workers: int = 1) -> Server:
+    """``rgadmin serve`` on a free port, run in ``workdir`` (made if missing), not started."""
+    workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    server = Server(
+    return Server(
         name=name,
         command=[
             *rgadmin(),
-            *("serve", "--host", HOST, "--port", str(port), "--workers", "1", "--no-access-log"),
+            *("serve", "--host", HOST, "--port", str(port)),
+            *("--workers", str(workers), "--no-access-log"),
         ],
         cwd=workdir,
         port=port,
         ready_path="/health",
         log=workdir / f"{name}.log",
     )
+
+
+def serve_rgadmin(workdir: Path, name: str, env: dict[str, str]) -> Server:
+    """``rgadmin serve`` in one process on a free port, ready; stopped again if it never is."""
+    server = rgadmin_server(workdir, name)
     start(server, env)
     try:
         wait_ready(server)
@@ -183,3 +196,27 @@ def migrate_rgadmin(workdir: Path, env: dict[str, str]) -> None:
             f"rgadmin migrate exited with {completed.returncode}:\n"
             + (completed.stderr or completed.stdout)[-3000:]
         )
+
+
+@contextlib.contextmanager
+def postgres_database(server_url: str, prefix: str) -> Iterator[tuple[str, str]]:
+    """A new, empty database on the PostgreSQL server ``server_url`` names: (its URL, the
+    server's version). Dropped afterwards, also on errors."""
+    server = make_url(server_url).set(drivername="postgresql")
+    admin = server.render_as_string(hide_password=False)
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=10) as connection:
+            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            row = connection.execute("SHOW server_version").fetchone()
+    except psycopg.OperationalError as exc:
+        raise RuntimeError(
+            f"PostgreSQL at {server_url} is needed and not reachable: {exc}"
+        ) from exc
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False), str(row and row[0])
+    finally:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=10) as connection:
+            connection.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )

@@ -1,22 +1,35 @@
-"""How close does our server come to a bare FastAPI endpoint on its hottest read?
+"""How close does our server come to a bare FastAPI endpoint on its hottest read, and how
+close does it come on PostgreSQL to itself on SQLite, for that read and for admin writes?
 
     python -m benchmarks.api_throughput [--seconds 4] [--rounds 5] [--concurrency 32]
                                         [--workers 1] [--warmup 1] [--no-pin]
+                                        [--postgres-url postgresql://postgres@127.0.0.1:5432/test]
 
-prints one JSON object: requests per second and p50/p99 latency of
-``GET /admin/v2/resourcegroups/{rg}`` on our server and on a bare endpoint, and the ratio of
-their medians (ours / bare).
+prints one JSON object with three comparisons, each the ratio of the medians of requests per
+second over rounds:
+
+- ``ratio``: ``GET /admin/v2/resourcegroups/{rg}`` on our server (SQLite) against a bare
+  endpoint (bar 0.7);
+- ``postgresql_get.ratio``: the same GET on our server on PostgreSQL against on SQLite
+  (bar 0.5);
+- ``admin_writes.ratio``: ``PUT /admin/v2/resourcegroups/{rg}`` (an update; each connection
+  its own group) on PostgreSQL against on SQLite (bar 0.5).
 
 - ours: ``rgadmin serve --no-access-log`` as the README runs it, in a fresh temporary
   directory, so it generates its own ``data/secret.key`` and SQLite ``data/resourcegroups.db``.
   The group is created with a PUT and read with a superuser token from
   ``rgadmin tokens create --subject admin``, run in that directory.
+- ours on PostgreSQL: the same, in another fresh directory, with ``RG_DATABASE_URL`` naming a
+  database made for the run on the server ``--postgres-url`` names (migrated with
+  ``rgadmin migrate``, dropped afterwards). PostgreSQL itself is not pinned and its CPU time
+  is not in the server's.
 - bare: ``bare_app`` below, an ``async`` endpoint on the same path returning a constant with
   the same JSON body, run by ``uvicorn`` with the same workers, loop, HTTP parser and logging.
 
-Both servers run for the whole benchmark and are measured in alternating rounds (bare, ours,
-bare, ours, ...) after a warm-up, so drifting load on a shared machine hits both alike; the
-figures are medians over rounds. Both get the very same request bytes, token included.
+All servers run for the whole benchmark and are measured in alternating rounds (bare, ours,
+ours on PostgreSQL, bare, ...; writes: SQLite, PostgreSQL, ...) after a warm-up, so drifting
+load on a shared machine hits all alike; the figures are medians over rounds. Each side gets
+the very same request bytes, but for its own token.
 
 On two cores the client can easily be what limits the rate, making every server look the
 same. The client here (``benchmarks._http_load``) is raw keep-alive sockets with a prebuilt
@@ -25,8 +38,8 @@ another, so neither steals the other's time; the JSON reports the client's and t
 CPU use per round, which shows who was saturated, and requests per server CPU second with
 their ratio (``cpu_efficiency_ratio``), which other load on the machine disturbs less.
 
-Any failed request (a status other than 200, a broken connection, no answer within 5 s of
-the round's end) is counted per side and makes the exit status 1.
+Any failed request (a status other than 200, or 204 for writes, a broken connection, no
+answer within 5 s of the round's end) is counted per side and makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -51,14 +64,24 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from benchmarks._http_load import LoadResult, build_get, event_loop_name, percentile, run_load
+from benchmarks._http_load import (
+    LoadResult,
+    build_get,
+    build_request,
+    event_loop_name,
+    percentile,
+    run_load,
+)
 from benchmarks._servers import (
     HOST,
     Server,
     clean_env,
     free_port,
     http_request,
+    migrate_rgadmin,
+    postgres_database,
     rgadmin,
+    rgadmin_server,
     start,
     stop,
     wait_ready,
@@ -82,6 +105,11 @@ BAR = 0.7
 QUOTA_BAR = 0.95
 READER = "bench-reader"
 QUOTA_PATH = f"/admin/v2/request-quotas/roles/{READER}"
+# On PostgreSQL against SQLite, one server process each: the GET above, and admin writes.
+POSTGRES_GET_BAR = 0.5
+WRITE_BAR = 0.5
+WRITE_PATH = "/admin/v2/resourcegroups/bench-write-{connection}"
+DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 bare_app = FastAPI()
 
@@ -165,14 +193,81 @@ def _side_summary(rounds: list[Round]) -> dict[str, Any]:
     }
 
 
-def _measure(server: Server, request: bytes, concurrency: int, seconds: float) -> Round:
+def _measure(
+    server: Server,
+    request: bytes | list[bytes],
+    concurrency: int,
+    seconds: float,
+    expected_status: int = 200,
+) -> Round:
     cpu_before = server.cpu_seconds()
     started = time.perf_counter()
-    load = run_load(HOST, server.port, request, concurrency=concurrency, seconds=seconds)
+    load = run_load(
+        HOST,
+        server.port,
+        request,
+        concurrency=concurrency,
+        seconds=seconds,
+        expected_status=expected_status,
+    )
     wall = time.perf_counter() - started
     cpu_after = server.cpu_seconds()
     cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     return Round(load, wall, cpu)
+
+
+def _rounds(
+    args: argparse.Namespace,
+    order: Sequence[Server],
+    requests: dict[str, bytes | list[bytes]],
+    expected_status: int = 200,
+) -> dict[str, list[Round]]:
+    """Warm every server up, then measure them in alternating rounds, in ``order``."""
+    if args.warmup > 0:
+        for server in order:
+            run_load(
+                HOST,
+                server.port,
+                requests[server.name],
+                concurrency=args.concurrency,
+                seconds=args.warmup,
+                expected_status=expected_status,
+            )
+    rounds: dict[str, list[Round]] = {server.name: [] for server in order}
+    for _ in range(args.rounds):
+        for server in order:
+            rounds[server.name].append(
+                _measure(
+                    server, requests[server.name], args.concurrency, args.seconds, expected_status
+                )
+            )
+    return rounds
+
+
+def _compare(rounds: dict[str, list[Round]], side: str, against: str, bar: float) -> dict[str, Any]:
+    """``side`` against ``against``: the ratio of their median rates, per round too."""
+    summary = {name: _side_summary(rounds[name]) for name in (side, against)}
+    base = summary[against]["median_rps"]
+    ratio = summary[side]["median_rps"] / base if base > 0 else 0.0
+    per_round = [
+        a.load.requests_per_second / b.load.requests_per_second
+        for a, b in zip(rounds[side], rounds[against], strict=True)
+        if b.load.requests_per_second > 0
+    ]
+    efficiency = (
+        summary[side]["median_requests_per_server_cpu_second"],
+        summary[against]["median_requests_per_server_cpu_second"],
+    )
+    return {
+        "ratio": round(ratio, 3),
+        "ratio_per_round": [round(value, 3) for value in per_round],
+        "cpu_efficiency_ratio": (
+            round(efficiency[0] / efficiency[1], 3) if efficiency[0] and efficiency[1] else None
+        ),
+        "bar": bar,
+        "meets_bar": ratio >= bar,
+        "summaries": summary,
+    }
 
 
 def _versions() -> dict[str, str]:
@@ -205,6 +300,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-pin", dest="pin", action="store_false", help="Do not pin servers and client."
     )
+    parser.add_argument(
+        "--postgres-url",
+        default=DEFAULT_POSTGRES_URL,
+        help="The PostgreSQL server to make the run's database on (dropped afterwards).",
+    )
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.rounds < 1 or args.concurrency < 1 or args.workers < 1:
         parser.error("--seconds must be positive; --rounds, --concurrency, --workers >= 1")
@@ -223,18 +323,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="rg-api-throughput-"))
     env = clean_env()
     workers = ["--workers", str(args.workers)]
-    ours_port, bare_port = free_port(), free_port()
-    ours = Server(
-        name="ours",
-        command=[
-            *rgadmin(),
-            *("serve", "--host", HOST, "--port", str(ours_port), *workers, "--no-access-log"),
-        ],
-        cwd=workdir,
-        port=ours_port,
-        ready_path="/health",
-        log=workdir / "ours.log",
-    )
+    ours = rgadmin_server(workdir / "sqlite", "ours", args.workers)
+    postgres = rgadmin_server(workdir / "postgresql", "postgresql", args.workers)
+    bare_port = free_port()
     # The same settings `rgadmin serve` hands uvicorn.run: log level, proxy headers, no access log.
     bare = Server(
         name="bare",
@@ -248,91 +339,86 @@ def main(argv: Sequence[str] | None = None) -> int:
         ready_path=GROUP_PATH,
         log=workdir / "bare.log",
     )
+    servers = (bare, ours, postgres)
     try:
-        with _affinity(server_cpus):
-            start(ours, env)
-            start(bare, env)
-        if client_cpus is not None:
-            os.sched_setaffinity(0, client_cpus)
-        wait_ready(ours)
-        wait_ready(bare)
-        report = _benchmark(args, ours, bare, env)
+        with postgres_database(args.postgres_url, "rg_api_throughput") as (url, version):
+            postgres_env = {**env, "RG_DATABASE_URL": url}
+            migrate_rgadmin(postgres.cwd, postgres_env)
+            try:
+                with _affinity(server_cpus):
+                    start(ours, env)
+                    start(postgres, postgres_env)
+                    start(bare, env)
+                if client_cpus is not None:
+                    os.sched_setaffinity(0, client_cpus)
+                for server in servers:
+                    wait_ready(server)
+                report = _benchmark(args, ours, postgres, bare, env)
+            finally:
+                for server in servers:
+                    stop(server)
     finally:
-        stop(ours)
-        stop(bare)
         shutil.rmtree(workdir, ignore_errors=True)
+    report["postgresql_get"]["postgresql"]["database"] = f"postgresql {version}"
     report["config"]["cpu_pinning"] = (
         {"server_cpus": sorted(server_cpus), "client_cpus": sorted(client_cpus or ())}
         if server_cpus is not None
         else "off"
     )
     print(json.dumps(report, indent=2))
-    return 0 if report["ours"]["failed"] == 0 and report["bare"]["failed"] == 0 else 1
+    sides = (
+        report["ours"],
+        report["bare"],
+        report["postgresql_get"]["postgresql"],
+        *report["admin_writes"]["summaries"].values(),
+    )
+    return 0 if all(side["failed"] == 0 for side in sides) else 1
 
 
 def _benchmark(
-    args: argparse.Namespace, ours: Server, bare: Server, env: dict[str, str]
+    args: argparse.Namespace, ours: Server, postgres: Server, bare: Server, env: dict[str, str]
 ) -> dict[str, Any]:
-    auth = _bearer(ours, env, "admin")
-    status, body = http_request(
-        ours.port,
-        "PUT",
-        GROUP_PATH,
-        headers={**auth, "Content-Type": "application/json"},
-        body=json.dumps(GROUP_BODY).encode(),
-    )
-    if status != 204:
-        raise RuntimeError(f"PUT {GROUP_PATH} answered {status}: {body!r}")
-    # Both must answer the same thing, or the comparison is not like for like.
+    auth = {server.name: _bearer(server, env, "admin") for server in (ours, postgres)}
+    auth[bare.name] = auth[ours.name]
+    for server in (ours, postgres):
+        status, body = http_request(
+            server.port,
+            "PUT",
+            GROUP_PATH,
+            headers={**auth[server.name], "Content-Type": "application/json"},
+            body=json.dumps(GROUP_BODY).encode(),
+        )
+        if status != 204:
+            raise RuntimeError(f"{server.name}: PUT {GROUP_PATH} answered {status}: {body!r}")
+    # All must answer the same thing, or the comparison is not like for like.
+    order = (bare, ours, postgres)
     bodies = {}
-    for server in (ours, bare):
-        status, body = http_request(server.port, "GET", GROUP_PATH, headers=auth)
+    for server in order:
+        status, body = http_request(server.port, "GET", GROUP_PATH, headers=auth[server.name])
         if status != 200 or json.loads(body) != GROUP_BODY:
             raise RuntimeError(f"{server.name}: GET {GROUP_PATH} answered {status}: {body!r}")
         bodies[server.name] = body
 
     requests = {
-        server.name: build_get(HOST, server.port, GROUP_PATH, auth) for server in (ours, bare)
+        server.name: build_get(HOST, server.port, GROUP_PATH, auth[server.name]) for server in order
     }
-    order = (bare, ours)
-    if args.warmup > 0:
-        for server in order:
-            run_load(
-                HOST,
-                server.port,
-                requests[server.name],
-                concurrency=args.concurrency,
-                seconds=args.warmup,
-            )
-    rounds: dict[str, list[Round]] = {"ours": [], "bare": []}
-    for _ in range(args.rounds):
-        for server in order:
-            rounds[server.name].append(
-                _measure(server, requests[server.name], args.concurrency, args.seconds)
-            )
+    rounds = _rounds(args, order, requests)
 
-    summary = {name: _side_summary(rounds[name]) for name in ("ours", "bare")}
-    ratio = summary["ours"]["median_rps"] / summary["bare"]["median_rps"]
-    per_round = [
-        o.load.requests_per_second / b.load.requests_per_second
-        for o, b in zip(rounds["ours"], rounds["bare"], strict=True)
-        if b.load.requests_per_second > 0
-    ]
-    quota_check = _quota_check_cost(args, ours, auth, env)
-    ours_efficiency = summary["ours"]["median_requests_per_server_cpu_second"]
-    bare_efficiency = summary["bare"]["median_requests_per_server_cpu_second"]
+    against_bare = _compare(rounds, "ours", "bare", BAR)
+    summary = against_bare.pop("summaries")
+    postgresql_get = _compare(rounds, "postgresql", "ours", POSTGRES_GET_BAR)
+    postgresql_get["postgresql"] = postgresql_get.pop("summaries")["postgresql"]
+    quota_check = _quota_check_cost(args, ours, auth[ours.name], env)
+    writes = _write_throughput(args, ours, postgres, auth)
     return {
         "benchmark": "api_throughput",
         "endpoint": f"GET /admin/v2/resourcegroups/{{rg}} (superuser token, rg={GROUP})",
-        "ratio": round(ratio, 3),
-        "ratio_per_round": [round(value, 3) for value in per_round],
-        "cpu_efficiency_ratio": (
-            round(ours_efficiency / bare_efficiency, 3)
-            if ours_efficiency and bare_efficiency
-            else None
-        ),
-        "bar": BAR,
-        "meets_bar": ratio >= BAR,
+        **against_bare,
+        "postgresql_get": {
+            "endpoint": "the same GET, on PostgreSQL (ratio) against on SQLite (ours)",
+            **postgresql_get,
+        },
+        "admin_writes": writes,
         "request_quota_check": quota_check,
         "ours": {
             "server": " ".join(["rgadmin", *ours.command[len(rgadmin()) :]]),
@@ -350,7 +436,7 @@ def _benchmark(
             "rounds": args.rounds,
             "warmup_seconds_per_server": args.warmup,
             "workers": args.workers,
-            "order": "alternating rounds: bare, ours, bare, ours, ...",
+            "order": "alternating rounds: bare, ours, ours on PostgreSQL, bare, ...",
             "response_bytes": {name: len(body) for name, body in bodies.items()},
             "uvicorn_loop": event_loop_name(),
             "uvicorn_http": _uvicorn_http(),
@@ -362,6 +448,39 @@ def _benchmark(
             "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
             "versions": _versions(),
         },
+    }
+
+
+def _write_throughput(
+    args: argparse.Namespace, ours: Server, postgres: Server, auth: dict[str, dict[str, str]]
+) -> dict[str, Any]:
+    """Admin writes, SQLite and PostgreSQL alternating: each connection updates a group of
+    its own (created by the warm-up, or by the first round without one) with PUT."""
+    body = json.dumps({"publishRateInMsgs": 1000, "dispatchRateInBytes": 2048}).encode()
+    requests = {
+        server.name: [
+            build_request(
+                HOST,
+                server.port,
+                "PUT",
+                WRITE_PATH.format(connection=connection),
+                {**auth[server.name], "Content-Type": "application/json"},
+                body,
+            )
+            for connection in range(args.concurrency)
+        ]
+        for server in (ours, postgres)
+    }
+    rounds = _rounds(args, (ours, postgres), requests, expected_status=204)
+    compared = _compare(rounds, "postgresql", "ours", WRITE_BAR)
+    summaries = compared.pop("summaries")
+    return {
+        "endpoint": (
+            "PUT /admin/v2/resourcegroups/{rg} (superuser token; one group per connection), "
+            "on PostgreSQL (ratio) against on SQLite"
+        ),
+        **compared,
+        "summaries": {"postgresql": summaries["postgresql"], "sqlite": summaries["ours"]},
     }
 
 

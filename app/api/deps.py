@@ -1,19 +1,53 @@
-"""Running a request's database work: one transaction, in one trip to the thread pool."""
+"""Running a request's database work: one transaction, in one trip to the thread pool.
+
+A transaction that PostgreSQL aborts because it deadlocked with another or could not be
+serialized with one did nothing, and the same work run again a moment later succeeds: such
+aborts are retried here (a few times, after a short random pause, so the transactions that
+collided do not collide again), and never reach the client as a database outage. Should
+every attempt collide, the answer says so: 503 with ``Retry-After``, the status HTTP clients
+retry by themselves, and a reason naming the conflict. Not 409: in Pulsar's API a 409 says
+the resource is in a state that refuses the request (a tenant that exists, one that still has
+namespaces), and a client would take it for that and not retry.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import ClassVar, TypeVar
 
 from fastapi import Request
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
-
-__all__ = ["Session", "read", "write"]
 from starlette.concurrency import run_in_threadpool
 
 from app.db import begin_write
+from app.errors import ServiceUnavailable
+
+__all__ = ["Session", "WriteConflict", "read", "write"]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+# SQLSTATEs of a transaction aborted for colliding with another: serialization_failure,
+# deadlock_detected. Nothing of it was written, so it can run again.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})
+ATTEMPTS = 8
+# The pause before attempt n+1 is random, up to BACKOFF_S * 2**n: at most about 1.3 s in all.
+BACKOFF_S = 0.005
+
+
+class WriteConflict(ServiceUnavailable):
+    headers: ClassVar[Mapping[str, str] | None] = {"Retry-After": "1"}
+
+
+CONFLICT_REASON = (
+    f"The request collided with concurrent writes {ATTEMPTS} times in a row "
+    "(deadlock or serialization failure); nothing was written, retry it"
+)
 
 
 async def read(request: Request, work: Callable[[Session], T]) -> T:
@@ -26,7 +60,27 @@ async def write(request: Request, work: Callable[[Session], T]) -> T:
     return await run_in_threadpool(_run, request, work, True)
 
 
+def is_retryable(exc: DBAPIError) -> bool:
+    """Whether the database aborted the transaction for colliding with another one."""
+    return getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES
+
+
 def _run(request: Request, work: Callable[[Session], T], writes: bool) -> T:
+    attempt = 1
+    while True:
+        try:
+            return _attempt(request, work, writes)
+        except DBAPIError as exc:
+            if not is_retryable(exc):
+                raise
+            if attempt == ATTEMPTS:
+                logger.warning("gave up after %d collisions: %s", attempt, exc.orig)
+                raise WriteConflict(CONFLICT_REASON) from exc
+            time.sleep(random.uniform(0, BACKOFF_S * 2**attempt))
+            attempt += 1
+
+
+def _attempt(request: Request, work: Callable[[Session], T], writes: bool) -> T:
     # Endpoints are async and call this once: the session opens, works and closes within
     # one thread, so a request never holds a connection while waiting for a thread (which
     # deadlocks once every thread waits for a connection held by a request without one).

@@ -1,15 +1,38 @@
-"""``/metrics``: Prometheus metrics of this server process, without a token (as Pulsar's)."""
+"""``/metrics``: Prometheus metrics of this server process.
+
+Open by default, as Pulsar's; with RG_AUTHENTICATE_METRICS_ENDPOINT (Pulsar's
+authenticateMetricsEndpoint) a token is required, of a superuser or of one of
+RG_METRICS_ROLES (Pulsar's metricsRoles): 401 without a valid one, 403 for any other role.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app.config import Settings
+from app.errors import Forbidden
+
+PATH = "/metrics"
+
 router = APIRouter(tags=["metrics"])
 
 
-@router.get("/metrics", response_class=Response)
+def protected_paths(settings: Settings) -> frozenset[str]:
+    """The paths authentication covers besides the API's: this one when asked to."""
+    return frozenset({PATH}) if settings.authenticate_metrics_endpoint else frozenset()
+
+
+@router.get(PATH, response_class=Response)
 async def metrics(request: Request) -> Response:
     """Metrics in Prometheus' text format: groups, roles, requests and database errors."""
+    settings: Settings = request.app.state.settings
+    # Set by authentication when it covers this path; with authentication disabled, everyone
+    # is a superuser, as in Pulsar (whose setting needs authenticationEnabled too).
+    principal = request.scope.get("principal")
+    if principal is not None and not (
+        principal.is_superuser or principal.role in settings.metrics_readers
+    ):
+        raise Forbidden("Only superusers and the metrics roles (RG_METRICS_ROLES) may read metrics")
     registry = request.app.state.metrics.registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

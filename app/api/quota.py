@@ -120,8 +120,10 @@ async def get_policy(
     key = (tenant, namespace)
 
     def work(session: deps.Session) -> NamespacePolicy:
-        effective = store.effective_groups(session, [key], request.app.state.report_cache)[key]
+        # Rights first: a role that may not report for the namespace gets 403 whether it
+        # exists or not.
         reporters.authorize_reporting(session, principal, [key])
+        effective = store.effective_groups(session, [key], request.app.state.report_cache)[key]
         return NamespacePolicy(
             resourceGroup=effective.group,
             limits=effective.limits,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from app.api import deps
-from app.api.security import superuser_of
+from app.api.security import superuser_of, superusers_only
 from app.errors import BadRequest, Forbidden, NotFound, Unauthorized, responses
 from app.schemas import RequestQuotaBody, RequestQuotasRead, RoleName
 from app.services import request_quotas
@@ -29,6 +29,7 @@ async def get_request_quotas(request: Request) -> RequestQuotasRead:
 
 
 @router.put("/default", status_code=204, responses=_ERRORS)
+@superusers_only
 async def set_default_request_quota(request: Request, body: RequestQuotaBody) -> None:
     """Set the request quota of every role without its own."""
     await _put(request, DEFAULT, body)
@@ -41,6 +42,7 @@ async def remove_default_request_quota(request: Request) -> None:
 
 
 @router.put("/roles/{role}", status_code=204, responses=_ERRORS)
+@superusers_only
 async def set_role_request_quota(request: Request, role: RoleName, body: RequestQuotaBody) -> None:
     """Set a role's request quota, overriding the default."""
     await _put(request, role, body)

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from app import access
 from app.api import deps
-from app.api.security import principal_of, superuser_of
+from app.api.security import principal_of, superuser_of, superusers_only
 from app.errors import BadRequest, Forbidden, NotFound, PreconditionFailed, Unauthorized, responses
 from app.quota import history
 from app.readcache import GroupCache, load_entry
@@ -30,10 +30,10 @@ async def get_resource_group(request: Request, rg: ResourceGroupName) -> Resourc
     """Get a ResourceGroup's rate quotas."""
     principal = principal_of(request)
     cache: GroupCache = request.app.state.group_cache
-    entry, version = cache.lookup(rg)
+    entry, token = await cache.lookup(rg)
     if entry is None:
         entry = await deps.read(request, lambda session: load_entry(session, rg))
-        cache.put(rg, entry, version)
+        cache.put(rg, entry, token)
     access.require_group_reader(principal, entry.readers)
     if entry.group is None:
         raise NotFound(resourcegroups.GROUP_MISSING)
@@ -41,6 +41,7 @@ async def get_resource_group(request: Request, rg: ResourceGroupName) -> Resourc
 
 
 @router.put("/{rg}", status_code=204, responses=responses(BadRequest, Unauthorized, Forbidden))
+@superusers_only
 async def put_resource_group(
     request: Request, rg: ResourceGroupName, body: ResourceGroupUpdate
 ) -> None:

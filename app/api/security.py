@@ -7,16 +7,16 @@ the endpoints a `Principal` in the request scope.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.access import Principal
+from app.api import spec
 from app.auth import InvalidToken, TokenVerifier
-from app.errors import Forbidden, Unauthorized
+from app.errors import Forbidden, Unauthorized, send_reason
 
 PROTECTED_PREFIXES = ("/admin/", "/quota/", "/ui/api/")
 SCHEME = "bearerAuth"
@@ -25,18 +25,26 @@ _ANONYMOUS = Principal(role="anonymous", is_superuser=True)
 
 class TokenAuthMiddleware:
     def __init__(
-        self, app: ASGIApp, *, verifier: TokenVerifier | None, superusers: frozenset[str]
+        self,
+        app: ASGIApp,
+        *,
+        verifier: TokenVerifier | None,
+        superusers: frozenset[str],
+        protected_paths: frozenset[str] = frozenset(),
     ) -> None:
         self.app = app
         self.verifier = verifier
         self.superusers = superusers
+        self.protected_paths = protected_paths  # besides the prefixes, e.g. /metrics on request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith(PROTECTED_PREFIXES):
+        if scope["type"] == "http" and (
+            scope["path"].startswith(PROTECTED_PREFIXES) or scope["path"] in self.protected_paths
+        ):
             try:
                 scope["principal"] = self.authenticate(scope)
             except Unauthorized as exc:
-                await _send_error(send, exc)
+                await send_reason(send, exc.status_code, exc.reason, exc.headers)
                 return
         await self.app(scope, receive, send)
 
@@ -55,31 +63,42 @@ class TokenAuthMiddleware:
         return Principal(role=role, is_superuser=role in self.superusers)
 
 
-async def _send_error(send: Send, error: Unauthorized) -> None:
-    body = json.dumps({"reason": error.reason}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    headers += [(k.lower().encode(), v.encode()) for k, v in (error.headers or {}).items()]
-    await send({"type": "http.response.start", "status": error.status_code, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
 def principal_of(request: Request) -> Principal:
     principal: Principal = request.scope["principal"]
     return principal
 
 
+SUPERUSERS_ONLY = "Only superusers may do this"
+
+
 def superuser_of(request: Request) -> Principal:
     principal = principal_of(request)
     if not principal.is_superuser:
-        raise Forbidden("Only superusers may do this")
+        raise Forbidden(SUPERUSERS_ONLY)
     return principal
+
+
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+_SUPERUSER_ENDPOINTS: set[Callable[..., Any]] = set()
+
+
+def superusers_only(endpoint: Endpoint) -> Endpoint:
+    """Mark an endpoint that takes a body and calls `superuser_of` first: the request limits
+    then answer other roles' requests 403 before reading the body."""
+    _SUPERUSER_ENDPOINTS.add(endpoint)
+    return endpoint
+
+
+def is_superusers_only(endpoint: Callable[..., Any]) -> bool:
+    return endpoint in _SUPERUSER_ENDPOINTS
 
 
 def document_security(
     app: FastAPI, schemas: dict[str, Any] | None = None
 ) -> Callable[[], dict[str, Any]]:
-    """The app's OpenAPI builder, with bearer auth declared on every protected operation, and
-    ``schemas`` (those of bodies that routes validate themselves) among the components."""
+    """The app's OpenAPI builder, with bearer auth declared on every protected operation,
+    ``schemas`` (those of bodies that routes validate themselves) among the components, and
+    tidied for generated clients (`spec.tidy`)."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -101,7 +120,7 @@ def document_security(
                 if path.startswith(PROTECTED_PREFIXES):
                     for operation in operations.values():
                         operation["security"] = [{SCHEME: []}]
-            app.openapi_schema = schema
+            app.openapi_schema = spec.tidy(schema)
         return app.openapi_schema
 
     return openapi

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 
 from app import access
 from app.api import deps
-from app.api.security import principal_of, superuser_of
+from app.api.security import principal_of, superuser_of, superusers_only
 from app.errors import (
     BadRequest,
     Conflict,
@@ -47,6 +47,7 @@ async def get_tenant(request: Request, tenant: TenantName) -> TenantInfo:
 @router.put(
     "/{tenant}", status_code=204, responses=responses(BadRequest, Unauthorized, Forbidden, Conflict)
 )
+@superusers_only
 async def create_tenant(request: Request, tenant: TenantName, body: TenantInfo) -> None:
     """Create a tenant."""
     superuser_of(request)
@@ -54,6 +55,7 @@ async def create_tenant(request: Request, tenant: TenantName, body: TenantInfo) 
 
 
 @router.post("/{tenant}", status_code=204, responses=_READ_ERRORS)
+@superusers_only
 async def update_tenant(request: Request, tenant: TenantName, body: TenantInfo) -> None:
     """Replace a tenant's admin roles and allowed clusters."""
     superuser_of(request)

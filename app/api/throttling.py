@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.access import Principal
 from app.metrics import Metrics
+from app.outage_log import OutageLog
 from app.request_quotas import Quotas, RequestThrottle
 from app.services import request_quotas
 
@@ -42,6 +43,9 @@ class ThrottlingMiddleware:
         self.sessions = sessions
         self.clock = clock
         self._refreshed: asyncio.Event | None = None  # set while a reload is under way
+        self._reloads = OutageLog(
+            logger, "could not reload request quotas", "request quotas reloaded again"
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -89,8 +93,9 @@ class ThrottlingMiddleware:
         try:
             default, roles = await run_in_threadpool(self._read)
             self.throttle.update(Quotas(default, roles))
-        except Exception:  # the database is down: keep the quotas we have, retry later
-            logger.warning("could not reload request quotas", exc_info=True)
+            self._reloads.succeeded()
+        except Exception as exc:  # the database is down: keep the quotas we have, retry later
+            self._reloads.failed(exc)
             self.throttle.update(self.throttle.quotas)
         finally:
             self._refreshed = None

@@ -6,8 +6,9 @@ back from the database on every report would cost far more than the report itsel
 process keeps it, and checks it against three tokens in the database, each changed on every
 write to what it guards (so several processes on one database never trust stale memory):
 
-- the **admin generation**, changed by triggers on every write to groups, tenants and
-  namespaces, guards which group each namespace is in and that group's limits;
+- the **admin generation** (`app.generation`), changed by triggers on every write to groups,
+  tenants, namespaces and the default group, guards which group each namespace is in and
+  that group's limits;
 - a reporter's **rows token**, changed whenever its usage rows are written, guards the rows;
 - a group's **marker**, changed whenever something the allocator reads for the group
   changes, guards a plan: same inputs, same grants.

@@ -44,11 +44,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
+from app import generation as admin_generation
 from app.config import Settings
 from app.models import (
     DIMENSIONS,
     USAGE_SAMPLING_ROW,
-    AdminGeneration,
     Namespace,
     QuotaGroup,
     QuotaReporter,
@@ -171,7 +171,7 @@ def sample(session: Session, now: float, settings: Settings) -> bool:
     other waits for its row lock, then finds it moved.
     """
     at = moment_of(now, settings.usage_history_resolution_seconds)
-    generation = session.scalar(select(AdminGeneration.token)) or 0
+    generation = admin_generation.current(session)
     first = {"id": USAGE_SAMPLING_ROW, "sampled_at": EPOCH, "admin_generation": generation}
     session.execute(_sql.insert(session, UsageSampling).values(first).on_conflict_do_nothing())
     last_at, last_generation = session.execute(
@@ -195,6 +195,8 @@ def sample(session: Session, now: float, settings: Settings) -> bool:
     )
     horizon = at - timedelta(seconds=settings.usage_history_retention_seconds)
     session.execute(_prune(horizon))
+    # The fleet's one periodic job, so the housekeeping of the admin generation's rows too.
+    admin_generation.compact(session)
     return True
 
 

@@ -49,7 +49,8 @@ class UsageRepository:
             self.connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
 
     def generation(self) -> int:
-        """The admin generation: it changes on every write to groups, tenants, namespaces."""
+        """The admin generation: it changes on every write to groups, tenants, namespaces
+        and the default group."""
         token: int = self._run(self.sql.generation).scalar_one()
         return token
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, with_config
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from app.schemas import NAME_CHARS, ResourceGroupRead
+from app.schemas import NAME_CHARS, ResourceGroupRead, WholeNumber
 
 #: JSON names of the four enforced dimensions.
 DIMENSION_NAMES = ("publishMsgs", "publishBytes", "dispatchMsgs", "dispatchBytes")
@@ -31,10 +31,9 @@ class _Body(BaseModel):
 @with_config(ConfigDict(extra="forbid"))
 class DimensionUsage(TypedDict):
     used: Annotated[
-        StrictInt,
-        Field(
-            ge=0, le=MAX_USED, description="Units consumed since the reporter's previous report."
-        ),
+        int,
+        WholeNumber(ge=0, le=MAX_USED),
+        Field(description="Units consumed since the reporter's previous report."),
     ]
     demand: Annotated[
         float,
@@ -60,11 +59,11 @@ class NamespaceUsage(TypedDict, total=False):
 
 
 class UsageReport(_Body):
-    sentAtMs: Annotated[StrictInt, Field(ge=0, le=2**53)] = Field(
+    sentAtMs: Annotated[int, WholeNumber(ge=0, le=2**53)] = Field(
         description="When the reporter sent this, in milliseconds since the epoch; a report "
         "older than two report intervals on arrival is not stored."
     )
-    intervalMs: Annotated[StrictInt, Field(ge=1, le=86_400_000)] = Field(
+    intervalMs: Annotated[int, WholeNumber(ge=1, le=86_400_000)] = Field(
         description="Milliseconds covered by `used`: the time since the previous report."
     )
     namespaces: dict[Annotated[str, Field(pattern=NAMESPACE_REF_PATTERN)], NamespaceUsage] = Field(

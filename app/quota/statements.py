@@ -34,7 +34,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 from app.models import (
     DIMENSIONS,
     RATE_COLUMNS,
-    AdminGeneration,
     DefaultResourceGroup,
     Namespace,
     QuotaGroup,
@@ -42,6 +41,7 @@ from app.models import (
     QuotaUsage,
     ResourceGroup,
     Tenant,
+    admin_generation,
 )
 from app.quota.effective import NamespaceKey
 
@@ -66,8 +66,8 @@ class Statements:
         default_group = select(DefaultResourceGroup.resource_group).scalar_subquery()
         group = func.coalesce(Namespace.resource_group, Tenant.resource_group, default_group)
 
-        #: The token that triggers change on every write to groups, tenants and namespaces.
-        self.generation = select(AdminGeneration.token).where(AdminGeneration.id == 1)
+        #: The admin generation (`app.generation`): it changes on every admin write.
+        self.generation = admin_generation()
 
         namespaces = select(Namespace.tenant, Namespace.name, group, *_RATES)
         if self.postgresql:

@@ -198,8 +198,10 @@ def submit(
     # generation exist, in the groups answered: looked up again only for a report that
     # turns out not to be steady.
     repeated = cache.last_answer(reporter_id, generation, names)
-    looked_up = None if repeated else _look_up(queries, names, cache, generation)
+    # Rights before existence: a namespace the role may not report for is a 403 whether it
+    # exists or not.
     authorize_reporting(session, principal, map(parse_namespace, names))
+    looked_up = None if repeated else _look_up(queries, names, cache, generation)
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)
     token = claim_reporter(session, principal, reporter_id, moment, alive=accepted)

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
-from app.models import AdminGeneration
+from app import generation as admin_generation
 from app.services.attachments import effective_group
 from tests.app.conftest import FakeClock
 from tests.app.test_attachments import reason
@@ -120,9 +120,9 @@ class TestDefaultGroup:
 
     def test_writes_change_the_admin_generation(self, client: TestClient, engine: Engine) -> None:
         # Server processes keep namespaces' effective groups while the generation holds.
-        def generation() -> int | None:
+        def generation() -> int:
             with engine.connect() as connection:
-                return connection.scalar(select(AdminGeneration.token))
+                return admin_generation.current(connection)
 
         for method, path in (("POST", f"{DEFAULT}/dflt"), ("POST", f"{DEFAULT}/rg1")):
             before = generation()

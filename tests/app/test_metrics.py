@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +14,10 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
-from app.db import PROJECT_ROOT
 from app.main import create_app
 from tests.conftest import make_settings
 
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 Auth = Callable[[str], dict[str, str]]
 
 

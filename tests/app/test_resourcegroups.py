@@ -70,7 +70,7 @@ class TestPut:
             ({"publishRateInBytes": -100}, "publishRateInBytes"),
             ({"dispatchRateInMsgs": "10"}, "dispatchRateInMsgs"),
             ({"dispatchRateInBytes": 1.5}, "dispatchRateInBytes"),
-            ({"publishRateInMsgs": 10.0}, "publishRateInMsgs"),
+            ({"publishRateInMsgs": 10.5}, "publishRateInMsgs"),
             ({"publishRateInMsgs": True}, "publishRateInMsgs"),
             ({"publishRateInMsgs": 2**31}, "publishRateInMsgs"),
             ({"replicationDispatchRateInMsgs": -(2**31) - 1}, "replicationDispatchRateInMsgs"),

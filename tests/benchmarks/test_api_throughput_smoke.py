@@ -35,6 +35,19 @@ def test_api_throughput_runs_and_reports() -> None:
         assert figures["requests"] > 0
         assert figures["failed"] == 0
         assert set(figures["statuses"]) == {"200"}
+    # On PostgreSQL against SQLite, in the same run: the GET, and admin writes (204s).
+    for comparison, sides, status in (
+        ("postgresql_get", [report["postgresql_get"]["postgresql"]], "200"),
+        ("admin_writes", list(report["admin_writes"]["summaries"].values()), "204"),
+    ):
+        assert report[comparison]["ratio"] > 0
+        assert report[comparison]["bar"] == 0.5
+        assert len(report[comparison]["ratio_per_round"]) == 1
+        for figures in sides:
+            assert figures["median_rps"] > 0
+            assert figures["failed"] == 0
+            assert set(figures["statuses"]) == {status}
+    assert set(report["admin_writes"]["summaries"]) == {"postgresql", "sqlite"}
     config = report["config"]
     assert config["concurrency"] == 4
     assert config["seconds_per_round"] == 0.5
@@ -42,4 +55,5 @@ def test_api_throughput_runs_and_reports() -> None:
     assert config["workers"] == 1
     assert "cpu_pinning" in config
     # Both servers answered the same body, so the comparison was like for like.
-    assert config["response_bytes"]["ours"] == config["response_bytes"]["bare"]
+    assert len(set(config["response_bytes"].values())) == 1
+    assert set(config["response_bytes"]) == {"ours", "bare", "postgresql"}

@@ -37,6 +37,7 @@ from rgspark import (
     throttled_sink,
 )
 from rgspark._reporter import BURST_S, NamespaceQuota
+from tests.conftest import SUPERUSER
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -428,8 +429,11 @@ def test_check_says_what_is_wrong(rg_server: RGServer) -> None:
     with pytest.raises(PermissionDeniedError) as denied:
         client(token=rg_server.token("stranger")).check()
     assert denied.value.status_code == 403
-    with pytest.raises(NamespaceNotFoundError) as missing:
+    # A role without rights learns nothing of what exists; one that may see it learns it is missing.
+    with pytest.raises(PermissionDeniedError):
         client(namespace="missing").check()
+    with pytest.raises(NamespaceNotFoundError) as missing:
+        client(namespace="missing", token=rg_server.token(SUPERUSER)).check()
     assert missing.value.status_code == 404
 
 
