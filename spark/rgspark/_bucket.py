@@ -6,7 +6,10 @@ import math
 import numbers
 import threading
 import time
+from bisect import bisect_right
 from fractions import Fraction
+from itertools import accumulate
+from operator import add
 from typing import Callable
 
 __all__ = ["TokenBucket"]
@@ -22,6 +25,15 @@ _UNITS_PER_TOKEN = _RATE_STEPS_PER_TOKEN * _NS_PER_SECOND
 # PIP-322's resolution: a throttled caller waits until the bucket holds at least this much
 # refill, so that waking up is worth it; and consume() defers at most this long at a time.
 _RESOLUTION_NS = 16_000_000
+# Near the capacity, consume() records when each amount was taken (see TokenBucket), and
+# folds at least this often so that the records stay few.
+_TIMED_WINDOW_NS = 2_000_000
+
+
+# Float amounts converted before, so that a repeated amount (a fixed cost per message, say)
+# costs one lookup instead of an exact conversion. Bounded: past the bound it starts over.
+_FLOAT_UNITS: dict[float, int] = {}
+_FLOAT_UNITS_MAX = 4096
 
 
 class TokenBucket:
@@ -62,18 +74,22 @@ class TokenBucket:
     # read-modify-write of several attributes atomic (free-threaded builds have no GIL at
     # all), so the balance only ever changes under `_lock`. But an uncontended Lock costs as
     # much as the rest of consume() put together, and consume() is the hot call, so it
-    # borrows PIP-322's idea of deferring work without losing any: while the bucket cannot
-    # reach its capacity before `_fast_until`, consume() only appends the amount to
-    # `_pending` (list.append is atomic, with or without the GIL) and the next locked call
-    # folds the list into the balance. Unlike PIP-322 this is exact, not eventually
-    # consistent: refill is only ever cut by the capacity, which the balance cannot reach
-    # before `_fast_until` even with nothing consumed, so folding the consumption in late
-    # gives the same balance as applying every call at once. Folding takes the first `k`
-    # items and deletes exactly those, so an append racing with it lands in the next fold
-    # and is never lost. Measured on CPython 3.11, the lock-free consume() runs at about 3x
-    # falconry's token-bucket; with the lock, about 1.4x. What remains is the
-    # call itself, the argument check and the clock read, which consume() cannot skip:
-    # only time says whether the capacity could have been reached.
+    # borrows PIP-322's idea of deferring work without losing any: consume() only appends
+    # what it took to a list (list.append is atomic, with or without the GIL), and the next
+    # call that takes the lock folds the lists into the balance. Unlike PIP-322 this is
+    # exact, not eventually consistent, in both of consume()'s windows:
+    #
+    # - Before `_fast_until`, the balance cannot reach the capacity even with nothing
+    #   consumed, so refill is not cut and the amounts need no time: a fold subtracts their
+    #   sum (`_pending` in tokens, `_pending_units` for float amounts).
+    # - Near the capacity, up to `_timed_until`, each amount is recorded after its clock
+    #   reading in `_timed` (one extend of both, atomic as an append is), and a fold replays
+    #   them in order, refill cut by the capacity before each, as if every call had been
+    #   applied at once (see `_sync`).
+    #
+    # A fold takes the first `k` items of each list and deletes exactly those, so an append
+    # racing with it lands in the next fold and is never lost; a reading older than the
+    # previous fold counts as taken at that fold, which is still within its call.
     __slots__ = (
         "_balance",
         "_capacity",
@@ -84,7 +100,12 @@ class TokenBucket:
         "_lock",
         "_pending",
         "_pending_append",
+        "_pending_units",
+        "_pending_units_append",
         "_rate",
+        "_timed",
+        "_timed_extend",
+        "_timed_until",
     )
 
     def __init__(
@@ -124,6 +145,10 @@ class TokenBucket:
         self._credited = 0  # every unit of refill ever added; orders waiting callers
         self._pending: list[int] = []
         self._pending_append = self._pending.append
+        self._pending_units: list[int] = []
+        self._pending_units_append = self._pending_units.append
+        self._timed: list[int] = []  # a clock reading, then an amount in units, and so on
+        self._timed_extend = self._timed.extend
         self._reopen(self._last)
 
     @property
@@ -145,19 +170,28 @@ class TokenBucket:
 
     def consume(self, n: float = 1) -> None:
         """Take `n` tokens, even if that drives the balance negative."""
-        if type(n) is int and n >= 0 and self._clock() < self._fast_until:
-            self._pending_append(n)
+        if type(n) is int and n >= 0:
+            now = self._clock()
+            if now < self._fast_until:
+                self._pending_append(n)
+            elif now < self._timed_until:
+                self._timed_extend((now, n * _UNITS_PER_TOKEN))
+            else:
+                self._consume_locked(n * _UNITS_PER_TOKEN)
+            return
+        units = _amount_units(n, "n")
+        now = self._clock()
+        if now < self._fast_until:
+            self._pending_units_append(units)
+        elif now < self._timed_until:
+            self._timed_extend((now, units))
         else:
-            self._consume_locked(_units(n, "n"))
+            self._consume_locked(units)
 
     def consume_and_check(self, n: float = 1) -> bool:
         """Take `n` tokens; true while the balance after that is above 0."""
-        units = _units(n, "n")
-        with self._lock:
-            now = self._sync()
-            self._balance -= units
-            self._reopen(now)
-            return self._balance > 0
+        units = n * _UNITS_PER_TOKEN if type(n) is int and n >= 0 else _amount_units(n, "n")
+        return self._take(units) > 0
 
     def contains_tokens(self) -> bool:
         """True while the balance is above 0."""
@@ -221,6 +255,18 @@ class TokenBucket:
                 return None
             return self._credited - self._balance
 
+    def _take(self, units: int) -> int:
+        """Take `units`; the balance left."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            now = self._sync()
+            balance = self._balance = self._balance - units
+            self._reopen(now)
+        finally:
+            lock.release()
+        return balance
+
     def _ns_until(self, ticket: int) -> int:
         """Nanoseconds until `ticket` is repaid at the current rate; 0 once it is."""
         with self._lock:
@@ -239,31 +285,66 @@ class TokenBucket:
     # The helpers below are called with the lock held.
 
     def _sync(self) -> int:
-        """Fold pending consumption into the balance, then add refill up to now."""
+        """Fold what consume() recorded into the balance, then add refill up to now."""
         now = self._clock()
         balance = self._balance
+        last = self._last
+        rate = self._rate
+        capacity = self._capacity
+        # Amounts taken before `_fast_until` came from a balance that could not reach the
+        # capacity before then: taking them at `last` gives the same balance at any later
+        # time, and cuts no refill that taking them later would not.
+        taken = 0
         pending = self._pending
         count = len(pending)
         if count:
-            balance -= sum(pending[:count]) * _UNITS_PER_TOKEN
+            taken = sum(pending[:count]) * _UNITS_PER_TOKEN
             del pending[:count]
-        elapsed = now - self._last
-        if elapsed > 0:
+        pending = self._pending_units
+        count = len(pending)
+        if count:
+            taken += sum(pending[:count])
+            del pending[:count]
+        timed = self._timed
+        count = len(timed)
+        if count:
+            amounts = timed[1:count:2]
+            # Replayed in the order they were appended, each no earlier than the one before.
+            times = list(accumulate(timed[0:count:2], max, initial=last))
+            del timed[:count]
+            now = max(now, times[-1])
+            start = balance - taken
+            total = sum(amounts)
+            taken += total
+            end = start + (now - last) * rate - total
+            if start + (times[-1] - last) * rate > capacity:
+                # The capacity may have cut refill before some record j: then the balance
+                # now is at most capacity + rate * (now - t_j) - (amounts from j on), and it
+                # is the least of those bounds and the uncut one (a min-plus recurrence).
+                # Only records less than total / rate old can make that bound the least.
+                first = bisect_right(times, now - _ceil_div(total, rate), 1) - 1
+                if first < len(amounts):
+                    suffix = list(accumulate(reversed(amounts[first:])))
+                    suffix.reverse()
+                    latest = max(map(add, map(rate.__mul__, times[first + 1 :]), suffix))
+                    end = min(end, capacity + rate * now - latest)
+        else:
+            end = balance - taken + max(now - last, 0) * rate
+        end = min(end, capacity)
+        # Refill added: the balance's change plus what was taken.
+        self._credited += end - balance + taken
+        self._balance = end
+        if now > last:
             self._last = now
-            # The balance never exceeds the capacity, so capping cannot lower it.
-            refilled = min(balance + elapsed * self._rate, self._capacity)
-            self._credited += refilled - balance
-            balance = refilled
-        self._balance = balance
         return now
 
     def _reopen(self, now: int) -> None:
-        """Let consume() skip the lock until the balance could reach the capacity."""
+        """Let consume() skip the lock: without times until the balance could reach the
+        capacity, then with them for a while."""
         headroom = self._capacity - self._balance
-        if headroom <= 0:
-            self._fast_until = now
-        else:
-            self._fast_until = now + min(_RESOLUTION_NS, headroom // self._rate)
+        fast_until = now + min(_RESOLUTION_NS, headroom // self._rate) if headroom > 0 else now
+        self._fast_until = fast_until
+        self._timed_until = max(fast_until, now + _TIMED_WINDOW_NS)
 
     def _target(self, required: int) -> int:
         return max(required, min(self._rate * _RESOLUTION_NS, self._capacity))
@@ -289,7 +370,18 @@ def _units(value: object, name: str, *, allow_negative: bool = False) -> int:
     exact: int | Fraction = value if type(value) is int else _real(value, name)
     if exact < 0 and not allow_negative:
         raise ValueError(f"{name} must not be negative, but it is {value!r}.")
-    return round(exact * _UNITS_PER_TOKEN)
+    units = round(exact * _UNITS_PER_TOKEN)
+    if type(value) is float and exact >= 0:
+        if len(_FLOAT_UNITS) >= _FLOAT_UNITS_MAX:
+            _FLOAT_UNITS.clear()
+        _FLOAT_UNITS[value] = units
+    return units
+
+
+def _amount_units(value: object, name: str) -> int:
+    """`_units` of an amount, a float one found in the table of those converted before."""
+    units = _FLOAT_UNITS.get(value) if type(value) is float else None
+    return _units(value, name) if units is None else units
 
 
 def _rate_steps(rate: object) -> int:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Callable, Union
 
-from ._bucket import TokenBucket, _units
+from ._bucket import _UNITS_PER_TOKEN, TokenBucket, _amount_units, _ceil_div
 
 __all__ = ["Charges", "Limiter", "Reservation"]
 
@@ -84,7 +84,20 @@ class Limiter:
 
     def charge(self, charges: Charges) -> float:
         """Charge every bucket; return the seconds to wait before going on (0.0 if none)."""
-        return self.reserve(charges).remaining()
+        # `reserve(charges).remaining()` in one step: right after its charge, a caller's
+        # ticket is repaid once the bucket's debt is, so no ticket is needed.
+        checked = _checked(charges)
+        wait_ns = 0
+        lock = self._lock
+        lock.acquire()
+        try:
+            for bucket, units in checked:
+                balance = bucket._take(units)
+                if balance < 0:
+                    wait_ns = max(wait_ns, _ceil_div(-balance, bucket._rate))
+        finally:
+            lock.release()
+        return wait_ns / 1e9
 
     def reserve(self, charges: Charges) -> Reservation:
         """Charge every bucket; the reservation says how long to wait, when asked."""
@@ -124,16 +137,7 @@ class Limiter:
         return seconds
 
     def _charge(self, charges: Charges) -> _Tickets:
-        pairs = charges.items() if isinstance(charges, Mapping) else charges
-        # Every amount is checked before any bucket is charged, so a bad one charges nothing.
-        checked: list[tuple[TokenBucket, int]] = []
-        for bucket, amount in pairs:
-            if not isinstance(bucket, TokenBucket):
-                raise TypeError(
-                    f"charges must map TokenBucket objects to amounts, but one key is a "
-                    f"{type(bucket).__name__}."
-                )
-            checked.append((bucket, _units(amount, "the amount charged to a bucket")))
+        checked = _checked(charges)
         tickets: _Tickets = []
         with self._lock:
             for bucket, units in checked:
@@ -141,6 +145,24 @@ class Limiter:
                 if ticket is not None:
                     tickets.append((bucket, ticket))
         return tickets
+
+
+def _checked(charges: Charges) -> list[tuple[TokenBucket, int]]:
+    """Every bucket and amount in units, all checked before any bucket is charged, so that a
+    bad one charges nothing."""
+    pairs = charges.items() if type(charges) is dict or isinstance(charges, Mapping) else charges
+    checked: list[tuple[TokenBucket, int]] = []
+    for bucket, amount in pairs:
+        if type(bucket) is not TokenBucket and not isinstance(bucket, TokenBucket):
+            raise TypeError(
+                f"charges must map TokenBucket objects to amounts, but one key is a "
+                f"{type(bucket).__name__}."
+            )
+        if type(amount) is int and amount >= 0:
+            checked.append((bucket, amount * _UNITS_PER_TOKEN))
+        else:
+            checked.append((bucket, _amount_units(amount, "the amount charged to a bucket")))
+    return checked
 
 
 def _wait_ns(tickets: _Tickets) -> int:

@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from itertools import product
 from pathlib import Path
 
+from benchmarks.token_bucket import AMOUNTS, OTHER_PEERS, PATHS, STATES
+
 ROOT = Path(__file__).resolve().parents[2]
-PEERS = {
-    "falconry_token_bucket",
-    "limits_moving_window",
-    "pyrate_limiter_token_bucket",
-    "pyrate_limiter_in_memory",
-}
 
 
 def test_token_bucket_benchmark_smoke() -> None:
@@ -28,13 +25,22 @@ def test_token_bucket_benchmark_smoke() -> None:
     report = json.loads(completed.stdout)
 
     assert report["benchmark"] == "token_bucket"
-    assert set(report["consume_calls_per_s"]) == {"rgspark"} | PEERS
-    assert set(report["ratio_ours_to_peer"]) == PEERS
+    paths = report["paths"]
+    # Every path, amount and state, each once, the worst ratio first.
+    assert sorted((p["path"], p["amount"], p["state"]) for p in paths) == sorted(
+        product(PATHS, AMOUNTS, STATES)
+    )
+    ratios = [p["ratio"] for p in paths]
+    assert ratios == sorted(ratios)
+    assert report["worst"]["ratio"] == ratios[0]
+    assert report["bar"]["met"] == (ratios[0] >= report["bar"]["ratio_vs_peer"])
+    assert set(report["other_peers"]["ratio_ours_to_peer"]) == set(OTHER_PEERS)
     figures = [
-        *report["consume_calls_per_s"].values(),
-        *report["ratio_ours_to_peer"].values(),
+        *ratios,
+        *(p["ours_calls_per_s"] for p in paths),
+        *(p["peer_calls_per_s"] for p in paths),
+        *report["other_peers"]["ratio_ours_to_peer"].values(),
         report["two_threads"]["calls_per_s"],
         report["two_threads"]["ratio_to_one_thread"],
     ]
-    assert all(isinstance(x, float) and x > 0 for x in figures)
-    assert isinstance(report["bar"]["met"], bool)
+    assert all(isinstance(x, (int, float)) and x > 0 for x in figures)

@@ -226,13 +226,18 @@ class _Model:
             self.last = now
 
 
-def test_matches_the_exact_model_call_by_call(clock: FakeClock) -> None:
+@pytest.mark.parametrize(
+    ("rate", "capacity"),
+    [(100, 50), (10**6, 5), (10**9, 1000)],
+    ids=["slow", "refilled-within-a-call", "refilled-between-calls"],
+)
+def test_matches_the_exact_model_call_by_call(clock: FakeClock, rate: int, capacity: int) -> None:
     # consume() may fold its amounts into the balance later than it is called; the balance
     # must come out exactly as if every call had been applied at once, near the capacity
     # (where refill is cut) and far below it alike.
     rng = random.Random(322)
-    bucket = TokenBucket(100, capacity=50, clock=clock)
-    model = _Model(Fraction(100), Fraction(50), clock.now_ns)
+    bucket = TokenBucket(rate, capacity=capacity, clock=clock)
+    model = _Model(Fraction(rate), Fraction(capacity), clock.now_ns)
     for step in range(30_000):
         clock.now_ns += rng.choice([0, 1, 999, 20_000, 1_000_000, 7_000_000, 40_000_000])
         op = rng.random()
@@ -248,9 +253,9 @@ def test_matches_the_exact_model_call_by_call(clock: FakeClock) -> None:
             model.balance -= 2
             assert bucket.consume_and_check(2) == (model.balance > 0)
         elif op < 0.82:
-            rate, capacity = rng.choice([(100, 50), (250.5, 400), (20, 5)])
-            bucket.set_rate(rate, capacity)
-            model.rate, model.capacity = Fraction(rate), Fraction(capacity)
+            new_rate, new_capacity = rng.choice([(rate, capacity), (250.5, 400), (20, 5)])
+            bucket.set_rate(new_rate, new_capacity)
+            model.rate, model.capacity = Fraction(new_rate), Fraction(new_capacity)
             model.balance = min(model.balance, model.capacity)
         if step % 97 == 0 or op >= 0.98:
             assert bucket.tokens == float(model.balance), step
