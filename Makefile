@@ -1,9 +1,16 @@
 # `make serve` runs the server on the embedded SQLite default; `make test` runs every test.
+# `make client` installs the Spark side apart from the server's venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# rgspark with PySpark and PyArrow, for drivers and local executors: never in $(VENV), where
+# a non-editable install of the project would replace the server's editable one.
+CLIENT_VENV := .venv-client
+# The Spark tests on the oldest PySpark line rgspark supports ($(VENV) has the newest).
+# PySpark 3.5 holds NumPy below 2, which PyArrow needs from 26 on.
+SPARK35_VENV := .venv-spark35
 
-.PHONY: serve test lint format openapi
+.PHONY: serve test test-spark35 client lint format openapi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,11 +24,29 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.server-installed
 
+$(CLIENT_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(CLIENT_VENV)
+	$(CLIENT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CLIENT_VENV)/bin/python -m pip install --quiet -e '.[spark]'
+	touch $@
+
+$(SPARK35_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(SPARK35_VENV)
+	$(SPARK35_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SPARK35_VENV)/bin/python -m pip install --quiet -e '.[server,spark]' \
+		'pyspark[sql]==3.5.*' 'pyarrow<26' pytest
+	touch $@
+
 serve: $(VENV)/.server-installed
 	$(BIN)/rgadmin serve
 
+client: $(CLIENT_VENV)/.installed
+
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest
+
+test-spark35: $(SPARK35_VENV)/.installed
+	$(SPARK35_VENV)/bin/python -m pytest tests/spark
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .

@@ -258,7 +258,7 @@ def accuracy(
         "flow_s": round(steady["flow_s"], 2),
         "action_s": round(action_s, 2),
         "action_rate": round(stats.rows * per_row / action_s, 1),
-        "throttled_task_s": round(stats.throttled_s, 2),
+        "throttled_task_s": round(stats.task_throttled_s, 2),
     }
 
 
@@ -331,7 +331,7 @@ def overhead(
         "pairs_rows_per_s": [
             {name: round(result.rows_per_s) for name, result in pair.items()} for pair in pairs
         ],
-        "throttled_task_s": round(client.stats["publish"].throttled_s, 3),
+        "throttled_task_s": round(client.stats["publish"].task_throttled_s, 3),
         "bar": OVERHEAD_BAR,
         "meets_bar": ratio >= OVERHEAD_BAR,
     }

@@ -23,9 +23,11 @@ from ._exceptions import (
 )
 from ._limiter import Charges, Limiter
 from ._reader import ThrottledReader
-from ._spark import ThrottleStats, throttle, throttled_sink
+from ._spark import throttle, throttled_sink
+from ._stats import ActionStats, ThrottleStats
 
 __all__ = [
+    "ActionStats",
     "AdminServerError",
     "AuthenticationError",
     "Charges",

@@ -7,9 +7,11 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from ._admin import AdminClient
+from ._checks import check_driver, check_executors
+from ._conf import options_from, rename
 from ._exceptions import (
     AdminServerError,
     AuthenticationError,
@@ -19,6 +21,9 @@ from ._exceptions import (
     PolicyUnavailableError,
 )
 from ._reporter import DIMENSIONS, NamespaceQuota, Reporter
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["ResourceGroupClient"]
 
@@ -55,6 +60,8 @@ class ResourceGroupClient:
 
     After an action, ``client.stats["publish"]`` (or ``"dispatch"``) on the driver says how
     many rows and bytes went through and how long tasks were held back.
+
+    `from_conf` builds one from Spark's configuration (``spark.rgspark.*``) instead.
     """
 
     def __init__(
@@ -97,6 +104,27 @@ class ResourceGroupClient:
         #: What went through, per kind: `ThrottleStats`, made on the driver by `throttle`.
         self.stats: dict[str, Any] = {}
 
+    @classmethod
+    def from_conf(cls, spark: SparkSession) -> ResourceGroupClient:
+        """The client that the session's ``spark.rgspark.*`` keys describe: ``url``,
+        ``tenant``, ``namespace`` (required), ``token`` or ``tokenFile`` (read here, on the
+        driver), ``onNoPolicy``, ``startupTimeout``, ``timeout``.
+
+        The same object while the Spark application runs and the keys keep their values:
+        `throttle` without a client uses it, so its `stats` tell what those calls did.
+        Raises `ConfigurationError` naming a key that is missing or wrong.
+        """
+        options = options_from(lambda key: spark.conf.get(key, None))
+        key = (spark.sparkContext.applicationId, repr(sorted(options.items())))
+        client = _from_conf.get(key)
+        if client is None:
+            try:
+                client = cls(**options)
+            except ConfigurationError as exc:
+                raise ConfigurationError(rename(str(exc), options)) from None
+            client = _from_conf.setdefault(key, client)
+        return client
+
     def __repr__(self) -> str:
         return (
             f"ResourceGroupClient({self.url!r}, tenant={self.tenant!r}, "
@@ -106,19 +134,24 @@ class ResourceGroupClient:
     def admin(self) -> AdminClient:
         return AdminClient(self.url, token=self.token, timeout=self.timeout_s)
 
-    def check(self) -> dict[str, Any]:
-        """Fail fast on the driver: the server answers, the token is accepted, the role may
-        report for the namespace and it exists. Returns its effective group and limits:
-        ``{"resourceGroup": name or None, "limits": {...} or None, "reportIntervalMs": n}``.
+    def check(self, spark: SparkSession | None = None) -> dict[str, Any]:
+        """Fail fast, before any data moves: the server answers, the token is accepted, the
+        role may report for the namespace and it exists. Returns its effective group and
+        limits: ``{"resourceGroup": name or None, "limits": {...} or None,
+        "reportIntervalMs": n}``.
 
-        Raises `ServerUnreachableError`, `AuthenticationError`, `PermissionDeniedError` or
-        `NamespaceNotFoundError`, each saying what to fix.
+        With a `spark` session, the executors are checked too, with a tiny job: that their
+        Python runs, imports rgspark and PyArrow, and reaches the server with the job's
+        token. (`throttle` runs that part itself, once per Spark application and client.)
+
+        Raises `ServerUnreachableError`, `AuthenticationError`, `PermissionDeniedError`,
+        `NamespaceNotFoundError` or `ConfigurationError` (the executors' Python), each in
+        one line that says what to fix.
         """
-        admin = self.admin()
-        try:
-            return admin.policy(self.tenant, self.namespace)
-        finally:
-            admin.close()
+        policy = check_driver(self)
+        if spark is not None:
+            check_executors(self, spark)
+        return policy
 
     def quota(self, kind: str) -> NamespaceQuota:
         """This process's limits for the namespace, started on first use (in a worker), with
@@ -126,6 +159,8 @@ class ResourceGroupClient:
         return _runtime(self, kind)
 
 
+# Clients built from each Spark application's configuration, by their settings.
+_from_conf: dict[tuple[str, str], ResourceGroupClient] = {}
 _runtimes: dict[tuple[str, str | None, str, str], NamespaceQuota] = {}
 _runtimes_lock = threading.Lock()
 

@@ -9,78 +9,57 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
+from ._checks import ensure_checked
 from ._client import ResourceGroupClient
 from ._exceptions import ConfigurationError
 from ._reporter import BURST_S, KINDS, NamespaceQuota
+from ._stats import ThrottleStats
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark import Accumulator, SparkContext
+    from pyspark import SparkContext
     from pyspark.sql import DataFrame
 
-__all__ = ["ThrottleStats", "throttle", "throttled_sink"]
+__all__ = ["throttle", "throttled_sink"]
 
 # Unlimited or not, a sink sends at most this many rows between two charges.
 DEFAULT_SINK_ROWS = 1000
 
 
-class ThrottleStats:
-    """What went through one kind of traffic, summed over every task (driver-side).
-
-    Accumulators, so the figures are complete once an action has finished.
-    """
-
-    __slots__ = ("_bytes", "_rows", "_seconds", "kind")
-
-    def __init__(self, context: SparkContext, kind: str) -> None:
-        self.kind = kind
-        self._rows: Accumulator[int] = context.accumulator(0)
-        self._bytes: Accumulator[int] = context.accumulator(0)
-        self._seconds: Accumulator[float] = context.accumulator(0.0)
-
-    def add(self, rows: int, nbytes: int, waited_s: float) -> None:
-        self._rows.add(rows)
-        self._bytes.add(nbytes)
-        if waited_s:
-            self._seconds.add(waited_s)
-
-    @property
-    def rows(self) -> int:
-        return self._rows.value
-
-    @property
-    def bytes(self) -> int:
-        return self._bytes.value
-
-    @property
-    def throttled_s(self) -> float:
-        """Seconds tasks were held back, summed over tasks."""
-        return self._seconds.value
-
-    def __repr__(self) -> str:
-        return (
-            f"ThrottleStats(kind={self.kind!r}, rows={self.rows}, bytes={self.bytes}, "
-            f"throttled_s={self.throttled_s:.3f})"
-        )
-
-
-def throttle(df: DataFrame, client: ResourceGroupClient, kind: str) -> DataFrame:
+def throttle(
+    df: DataFrame, client: ResourceGroupClient | None = None, kind: str | None = None
+) -> DataFrame:
     """The same rows and schema, flowing no faster than the namespace's group allows.
 
     Rows count as msgs and Arrow bytes as bytes, against ``kind`` (``"publish"`` or
     ``"dispatch"``). Batches are cut so that no slice exceeds about 100 ms of the allocated
     rate, then each slice is charged and held back as long as the limits need. Works on
     batch and streaming DataFrames. `stats` on the driver tells what went through.
+
+    Without a `client`, the one that the session's ``spark.rgspark.*`` keys describe
+    (`ResourceGroupClient.from_conf`): ``throttle(df, kind="publish")``.
+
+    The first call for a client in a Spark application checks the executors (a tiny job:
+    see `ResourceGroupClient.check`), so that a setup that cannot work fails here, in one
+    line, before any data moves.
     """
     from pyspark.sql import DataFrame as SparkDataFrame
 
     if not isinstance(df, SparkDataFrame):
         raise TypeError(f"throttle needs a pyspark.sql.DataFrame, not {type(df).__name__}")
-    if not isinstance(client, ResourceGroupClient):
+    if client is None:
+        _check_kind(kind)
+        client = ResourceGroupClient.from_conf(df.sparkSession)
+    elif not isinstance(client, ResourceGroupClient):
         raise TypeError(
             f"throttle needs a rgspark.ResourceGroupClient, not {type(client).__name__}"
         )
-    _check_kind(kind)
+    kind = _check_kind(kind)
+    ensure_checked(client, df.sparkSession)
+    return _throttled(df, client, kind)
+
+
+def _throttled(df: DataFrame, client: ResourceGroupClient, kind: str) -> DataFrame:
     stats = stats_for(client, kind, df.sparkSession.sparkContext)
 
     def limit(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -194,6 +173,7 @@ def _slice_rows(quota: NamespaceQuota, kind: str, row_bytes: float) -> int:
     return max(1, math.floor(min(limits))) if limits else 0
 
 
-def _check_kind(kind: str) -> None:
+def _check_kind(kind: str | None) -> str:
     if kind not in KINDS:
         raise ConfigurationError(f"kind must be 'publish' or 'dispatch', not {kind!r}")
+    return kind

@@ -9,16 +9,16 @@ from the zip, cannot import the server's packages, and throttle a job against th
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 import zipfile
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.spark.submit import SERVER_MODULES, clean_site, python_without_site, submit
 
 if TYPE_CHECKING:
     from tests.spark.conftest import RGServer
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
-# What a cluster's executors have: PySpark with its Arrow needs, and httpx for rgspark.
-PACKAGES = ("pyspark", "py4j", "pyarrow", "pandas", "numpy", "httpx")
-SERVER_MODULES = ("app", "fastapi", "sqlalchemy")
 RATE = 2000  # msgs/s
 ROWS = 4000
 
@@ -96,44 +93,13 @@ def main():
         "policy": policy,
         "rows": rows,
         "seconds": elapsed,
-        "stats": {{"rows": stats.rows, "throttled_s": stats.throttled_s}},
+        "stats": {{"rows": stats.rows, "task_throttled_s": stats.task_throttled_s}},
     }}))
     spark.stop()
 
 
 main()
 """
-
-
-def clean_site(directory: Path) -> Path:
-    """A folder of links to `PACKAGES` and every distribution they require (extras aside)."""
-    directory.mkdir()
-    seen: set[str] = set()
-    todo = list(PACKAGES)
-    while todo:
-        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
-        if name in seen:
-            continue
-        seen.add(name)
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue  # required only under a marker that does not hold here
-        for requirement in dist.requires or []:
-            spec, _, marker = requirement.partition(";")
-            if "extra" not in marker:
-                todo.append(re.split(r"[\s\[<>=!~(]", spec.strip(), maxsplit=1)[0])
-        for file in dist.files or []:
-            top = file.parts[0]
-            if top in ("..", "__pycache__") or top.endswith((".dist-info", ".pth")):
-                continue
-            link = directory / top
-            if not link.exists():
-                link.symlink_to(Path(str(dist.locate_file(top))))
-    present = {path.name.split(".")[0] for path in directory.iterdir()}
-    assert present >= set(PACKAGES)
-    assert not present & {*SERVER_MODULES, "rgspark", "starlette", "uvicorn"}, present
-    return directory
 
 
 def test_the_zip_ships_rgspark_to_a_job_without_the_server(
@@ -149,40 +115,24 @@ def test_the_zip_ships_rgspark_to_a_job_without_the_server(
     assert all(re.fullmatch(r"rgspark/\w+\.py|rgspark/py\.typed", name) for name in names), names
 
     site = clean_site(tmp_path / "site")
-    python = tmp_path / "python"  # this interpreter without its site-packages
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
-    python.chmod(0o755)
+    python = python_without_site(tmp_path / "python")
     script = tmp_path / "job.py"
     script.write_text(JOB.format(server_modules=SERVER_MODULES, rows=ROWS))
-    import pyspark
-
-    spark_home = Path(pyspark.__file__).resolve().parent
-    env = {
-        name: os.environ[name]
-        for name in ("PATH", "HOME", "JAVA_HOME", "LANG", "TMPDIR")
-        if name in os.environ
-    }
-    env |= {
-        "SPARK_HOME": str(spark_home),
-        "PYTHONPATH": str(site),
-        "PYSPARK_PYTHON": str(python),
-        "PYSPARK_DRIVER_PYTHON": str(python),
-    }
     job = rg_server.namespace(publishRateInMsgs=RATE)
 
-    completed = subprocess.run(
+    completed = submit(
         [
-            str(spark_home / "bin" / "spark-submit"),
             *("--master", "local[2]", "--conf", "spark.ui.enabled=false"),
             *("--py-files", str(archive)),
             str(script),
             *(rg_server.url, job.tenant, job.namespace, job.token),
         ],
         cwd=tmp_path,  # nothing of this repository on the job's path
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
+        env={
+            "PYTHONPATH": str(site),
+            "PYSPARK_PYTHON": str(python),
+            "PYSPARK_DRIVER_PYTHON": str(python),
+        },
     )
 
     assert completed.returncode == 0, completed.stderr[-5000:]
@@ -194,4 +144,4 @@ def test_the_zip_ships_rgspark_to_a_job_without_the_server(
     assert report["rows"] == report["stats"]["rows"] == ROWS
     # Two seconds' worth at the group's rate: held back, and not for long.
     assert 1.4 <= report["seconds"] <= 20, report
-    assert report["stats"]["throttled_s"] > 0
+    assert report["stats"]["task_throttled_s"] > 0

@@ -178,8 +178,18 @@ def test_a_job_is_held_to_the_groups_msgs_rate(spark: SparkSession, rg_server: R
     stats = client.stats["publish"]
     assert stats.rows == ROWS
     assert stats.bytes == arrow_bytes(df) > 0
-    # Four tasks, two at a time, held back most of the ten seconds.
-    assert stats.throttled_s > 0.5 * elapsed
+    # Four tasks, two at a time, held back most of the ten seconds: summed over tasks, more
+    # seconds held back than the action took.
+    assert stats.task_throttled_s > 0.5 * elapsed
+    last = stats.last
+    assert last is not None
+    assert (last.rows, last.bytes, last.task_throttled_s) == (
+        stats.rows,
+        stats.bytes,
+        stats.task_throttled_s,
+    )
+    assert 0.8 * elapsed <= last.wall_s <= elapsed
+    assert last.task_throttled_s > last.wall_s
 
 
 @spark_job
@@ -198,7 +208,7 @@ def test_a_job_is_held_to_the_groups_bytes_rate(spark: SparkSession, rg_server: 
     assert 7 <= elapsed <= 20, f"{nbytes} bytes at {nbytes / 10:.0f} B/s took {elapsed:.1f} s"
     stats = client.stats["publish"]
     assert (stats.rows, stats.bytes) == (ROWS, nbytes)
-    assert stats.throttled_s > 0.5 * elapsed
+    assert stats.task_throttled_s > 0.5 * elapsed
 
 
 @spark_job
@@ -212,9 +222,43 @@ def test_stats_count_what_went_through_and_no_wait_when_unlimited(
     assert bounded(spark, throttle(df, client, "dispatch").count) == 5000
 
     stats = client.stats["dispatch"]
-    assert (stats.rows, stats.bytes, stats.throttled_s) == (5000, arrow_bytes(df), 0.0)
+    assert (stats.rows, stats.bytes, stats.task_throttled_s) == (5000, arrow_bytes(df), 0.0)
     assert "publish" not in client.stats
     assert repr(stats).startswith("ThrottleStats(kind='dispatch', rows=5000,")
+    assert "last=ActionStats(rows=5000," in repr(stats)
+
+
+@spark_job
+def test_stats_tell_the_last_action_apart_from_the_running_totals(
+    spark: SparkSession, rg_server: RGServer
+) -> None:
+    rate, rows = 10_000, 20_000  # two seconds' worth a write
+    job = rg_server.namespace(publishRateInMsgs=rate)
+    warm_up(spark, job)
+    client = job.client()
+    df = throttle(spark.range(rows, numPartitions=2), client, "publish")
+    stats = client.stats["publish"]
+    assert stats.last is None
+
+    run(df)
+    first = stats.last
+    _, elapsed = timed(lambda: run(df))
+
+    last = stats.last
+    assert first is not None and last is not None
+    assert (last.rows, stats.rows) == (rows, 2 * rows)
+    assert (first.bytes, last.bytes) == (last.bytes, stats.bytes - first.bytes)
+    assert stats.task_throttled_s == pytest.approx(first.task_throttled_s + last.task_throttled_s)
+    assert 0.7 * rows / rate <= last.wall_s <= elapsed
+    assert last.task_throttled_s > 0
+
+    # Actions of the RDD API (a sink in foreachPartition) are told apart too.
+    sink_stats = ThrottleStats(spark.sparkContext, "publish")
+    sink = throttled_sink(rg_server.namespace().client(), "publish", len, stats=sink_stats)
+    for n in (300, 500):
+        bounded(spark, lambda n=n: spark.range(n, numPartitions=2).foreachPartition(sink))
+    assert sink_stats.last is not None
+    assert (sink_stats.last.rows, sink_stats.rows) == (500, 800)
 
 
 @spark_job
@@ -469,7 +513,7 @@ def test_throttled_sink_in_foreach_partition_holds_the_rate(
     assert 3.5 <= elapsed <= 10, f"{rows} rows at {RATE} msgs/s took {elapsed:.1f} s"
     assert rate_between(stamps, stamps[0] + 0.5, stamps[-1]) == pytest.approx(RATE, rel=REL)
     assert (stats.rows, stats.bytes) == (rows, 8 * rows)
-    assert stats.throttled_s > 0
+    assert stats.task_throttled_s > 0
 
 
 # ---------------------------------------------------------------------------------------------

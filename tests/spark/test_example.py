@@ -1,0 +1,74 @@
+"""The README's spark-submit command, run as written, holds the job to its group's rate.
+
+The command runs in bash from a folder laid out as this repository is after ``make client``:
+``.venv-client`` is the Python running these tests (it has rgspark, PySpark and PyArrow),
+next to ``scripts/`` and ``examples/``. Only the server's address differs: the test's server
+listens on a port of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.spark.submit import PASSED_ON
+
+if TYPE_CHECKING:
+    from tests.spark.conftest import RGServer
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+README_URL = "http://127.0.0.1:8080"
+RATE = 2000  # etl-gold's publishRateInMsgs in the README's tour
+
+
+def readme_command() -> str:
+    """The README's shell block that runs spark-submit."""
+    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    [block] = [block for block in blocks if "spark-submit" in block]
+    return str(block)
+
+
+def test_the_readme_spark_submit_command_holds_the_rate(
+    rg_server: RGServer, tmp_path: Path
+) -> None:
+    # The README's tour: group etl-gold on team-a/ingest, role etl-job granted produce.
+    rg_server.set_rates("etl-gold", publishRateInMsgs=RATE, publishRateInBytes=10485760)
+    rg_server.call("PUT", "/admin/v2/tenants/team-a", {"adminRoles": ["team-a"]})
+    rg_server.call("PUT", "/admin/v2/namespaces/team-a/ingest")
+    rg_server.call("POST", "/admin/v2/namespaces/team-a/ingest/resourcegroup/etl-gold")
+    rg_server.call("POST", "/admin/v2/namespaces/team-a/ingest/permissions/etl-job", ["produce"])
+    (tmp_path / ".venv-client").symlink_to(Path(sys.prefix))
+    for folder in ("scripts", "examples"):
+        (tmp_path / folder).symlink_to(ROOT / folder)
+    command = readme_command()
+    assert command.count(README_URL) == 1
+    env = {name: os.environ[name] for name in PASSED_ON if name in os.environ}
+    env["JOB_TOKEN"] = rg_server.token("etl-job")
+
+    completed = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", command.replace(README_URL, rg_server.url)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+    assert completed.returncode == 0, (completed.stdout[-3000:], completed.stderr[-5000:])
+    assert (tmp_path / "dist" / "rgspark.zip").is_file()
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["resourceGroup"] == "etl-gold"
+    assert report["rows"] == 20_000
+    # Ten seconds' worth at the group's rate.
+    assert 7 <= report["wall_s"] <= 20, report
+    assert report["rows_per_s"] == pytest.approx(RATE, rel=0.3), report
+    assert report["task_throttled_s"] > 0
