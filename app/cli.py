@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 # The server's own modules (uvicorn, SQLAlchemy, app.db) are imported by the commands that
 # use them, so that the HTTP commands run where only the client's dependencies are installed.
 
+GRACEFUL_SHUTDOWN_S = 5  # what a stopping server waits for requests in flight
+
 cli = typer.Typer(
     help="Administer the ResourceGroups server: run it, or manage one over HTTP with "
     "pulsar-admin's verbs.\n\n"
@@ -298,6 +300,9 @@ def serve(
         log_level="info",
         access_log=access_log,
         proxy_headers=False,
+        # Workers hold long polls on admin changes (`app.quota.changes`): a stopping server
+        # ends them after this, and the workers poll the next one.
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
 
 

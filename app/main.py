@@ -8,10 +8,13 @@ import gc
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
+from sqlalchemy.orm import Session, sessionmaker
 
+from app import generation
 from app.api import (
     clusters,
     default_group,
@@ -35,6 +38,7 @@ from app.errors import register_error_handlers
 from app.metrics import Metrics
 from app.quota import history
 from app.quota.cache import ReportCache
+from app.quota.changes import ChangeWatch
 from app.readcache import group_cache_for
 from app.request_quotas import RequestThrottle
 
@@ -72,6 +76,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
+        await state.changes.close()
+
+
+def _generation(sessions: sessionmaker[Session]) -> int:
+    with sessions() as session:
+        return generation.current(session)
 
 
 def operation_id(route: APIRoute) -> str:
@@ -102,6 +112,7 @@ def create_app(
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.group_cache = group_cache_for(engine)
+    app.state.changes = ChangeWatch(partial(_generation, app.state.sessionmaker))
     app.state.metrics = metrics = Metrics(settings.report_interval_seconds)
     app.state.request_throttle = throttle = RequestThrottle()
     metrics.watch_request_rates(throttle.rates)

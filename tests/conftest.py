@@ -23,6 +23,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, make_url, select
 
 from app.auth import create_token, generate_secret_key
+from app.cli import GRACEFUL_SHUTDOWN_S
 from app.config import Settings
 from app.db import sqlalchemy_url, upgrade_schema
 from app.main import create_app
@@ -163,7 +164,14 @@ def serve(app: FastAPI) -> Iterator[str]:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+        uvicorn.Config(
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,  # as `rgadmin serve`: see there
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -6,10 +6,11 @@ workers report to this server, which shares each group's quota among them.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
@@ -17,7 +18,14 @@ from app.api import deps
 from app.api.security import principal_of
 from app.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized, responses
 from app.quota import reporters, store
-from app.quota.schemas import REPORTER_ID_PATTERN, NamespacePolicy, ReportResult, UsageReport
+from app.quota.changes import MAX_WAIT_S
+from app.quota.schemas import (
+    REPORTER_ID_PATTERN,
+    AdminChanges,
+    NamespacePolicy,
+    ReportResult,
+    UsageReport,
+)
 from app.schemas import NamespaceName, TenantName
 
 router = APIRouter(prefix="/quota/v1", tags=["quota"])
@@ -131,3 +139,37 @@ async def get_policy(
         )
 
     return await deps.read(request, work)
+
+
+@router.get("/changes", response_model=AdminChanges, responses=responses(BadRequest, Unauthorized))
+async def watch_changes(
+    request: Request,
+    after: Annotated[
+        int | None,
+        Query(description="The generation last seen: the answer waits until it changes."),
+    ] = None,
+    waitMs: Annotated[
+        int,
+        Query(ge=0, le=round(MAX_WAIT_S * 1000), description="The longest to wait, in ms."),
+    ] = 30_000,
+) -> AdminChanges | Response:
+    """The admin generation, once it is not `after`: a long poll that workers hold, so that
+    a change to their limits reaches them at once (see `app.quota.changes`)."""
+    principal_of(request)  # any authenticated role: it learns only that something changed
+    waiting = asyncio.ensure_future(request.app.state.changes.wait(after, waitMs / 1000))
+    # A worker that closes stops waiting here too, and no longer holds up a shutdown.
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not waiting.done():
+            waiting.cancel()
+    if not waiting.done() or waiting.cancelled():
+        return Response(status_code=204)  # nobody is listening
+    return AdminChanges(generation=waiting.result())
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass

@@ -105,3 +105,10 @@ class NamespacePolicy(BaseModel):
     resourceGroup: str | None = Field(description="The namespace's effective group, or null.")
     limits: ResourceGroupRead | None = Field(description="The effective group's configured rates.")
     reportIntervalMs: int = Field(description="How often reporters of this server report.")
+
+
+class AdminChanges(BaseModel):
+    generation: int = Field(
+        description="The admin generation: it changes with every change to groups, tenants, "
+        "namespaces and the default group. Pass it back as `after` to wait for the next."
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 from typing import Any
 
 import httpx
@@ -27,7 +28,7 @@ _ERRORS = {
 class AdminClient:
     """A thin client of ``/quota/v1``; `transport` lets tests plug in ``httpx.MockTransport``."""
 
-    __slots__ = ("_http", "throttle_s")
+    __slots__ = ("_http", "_socket", "throttle_s")
 
     def __init__(
         self,
@@ -41,6 +42,7 @@ class AdminClient:
         self._http = httpx.Client(
             base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
         )
+        self._socket: socket.socket | None = None  # of the last connection opened
         #: The throttle time of the last answer (``X-Throttle-Time-Ms``), in seconds: the
         #: server's request quota asks the caller to wait that long before calling again.
         self.throttle_s = 0.0
@@ -53,6 +55,48 @@ class AdminClient:
         """Send a usage report; the answer holds the allocations."""
         return self._call("POST", f"/quota/v1/reporters/{reporter_id}/reports", json=body)
 
+    def changes(self, after: int | None, wait_s: float) -> int:
+        """The admin generation once it is not `after`, or after `wait_s` (a long poll:
+        ``GET /quota/v1/changes``)."""
+        params: dict[str, int] = {"waitMs": round(wait_s * 1000)}
+        if after is not None:
+            params["after"] = after
+        timeout = self._http.timeout.read
+        answer = self._call(
+            "GET",
+            "/quota/v1/changes",
+            params=params,
+            timeout=wait_s + (timeout if timeout is not None else 10.0),
+            extensions={"trace": self._trace},
+        )
+        return int(answer["generation"])
+
+    def watcher(self) -> AdminClient:
+        """Another client of the same server with the same token, for a thread that holds
+        `changes`: its answers' throttle times are its own, and `abort` ends its call."""
+        twin = AdminClient.__new__(AdminClient)
+        twin._http = httpx.Client(
+            base_url=self._http.base_url,
+            headers=self._http.headers,
+            timeout=self._http.timeout,
+            # A connection per call, so that `_trace` knows the socket of the one in flight.
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
+        twin._socket = None
+        twin.throttle_s = 0.0
+        return twin
+
+    def abort(self) -> None:
+        """End the call in flight, from another thread: closing the client does not (a
+        socket closed while another thread reads it stays open until the read returns)."""
+        if self._socket is not None:
+            with contextlib.suppress(OSError):
+                self._socket.shutdown(socket.SHUT_RDWR)
+
+    def _trace(self, event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete":
+            self._socket = info["return_value"].get_extra_info("socket")
+
     def release(self, reporter_id: str) -> None:
         """Free the reporter's shares; a reporter the server no longer knows is fine."""
         with contextlib.suppress(NamespaceNotFoundError):
@@ -61,9 +105,25 @@ class AdminClient:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, json: Any = None) -> dict[str, Any]:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        *,
+        params: dict[str, int] | None = None,
+        timeout: float | None = None,
+        extensions: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         try:
-            response = self._http.request(method, path, json=json)
+            response = self._http.request(
+                method,
+                path,
+                json=json,
+                params=params,
+                timeout=timeout if timeout is not None else self._http.timeout,
+                extensions=extensions,
+            )
         except httpx.TransportError as exc:
             raise ServerUnreachableError(
                 f"The admin server at {self._http.base_url} did not answer: {exc}"

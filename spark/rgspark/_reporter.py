@@ -36,6 +36,12 @@ are still moving); from then on it is at most the quota. A worker cut off from a
 that others still reach adds its fallback to what the server hands out, until it reaches
 the server again.
 
+Changes pushed. Beside the reporting thread, a second one holds the server's long poll on
+admin changes (``GET /quota/v1/changes``): when a group, an attachment or the default group
+changes, the server answers it at once and the reporter reports then, not at its next turn,
+so a quota cut is in force within a fraction of a second whatever the report interval. A
+server without that endpoint is simply not watched.
+
 The report interval (how long a claim to unknown demand lasts, and what the 3 intervals
 count in) is the server's, which every answer carries (``reportPeriodMs``), 1 s before any
 answer; not the wait an answer asks for, which is shorter while a reporter settles. Before
@@ -57,7 +63,7 @@ from typing import Any, Callable, Optional
 from ._admin import AdminClient
 from ._bucket import TokenBucket
 from ._demand import DemandEstimator
-from ._exceptions import AdminServerError, ConfigurationError
+from ._exceptions import AdminServerError, ConfigurationError, NamespaceNotFoundError
 from ._limiter import Limiter
 
 __all__ = ["DIMENSIONS", "KINDS", "NamespaceQuota", "Reporter"]
@@ -81,6 +87,7 @@ CLAIM = 0.25
 DEMAND_CHANGE = 0.10  # a demand moving more than this is reported before the interval is up
 SILENT_INTERVALS = 3  # the server counts a reporter silent this long gone: see fail-static
 DEFAULT_INTERVAL_S = 1.0  # the server's default report interval, until an answer says
+WATCH_S = 30.0  # how long one long poll on admin changes waits for one
 _NS_PER_SECOND = 1_000_000_000
 
 
@@ -309,6 +316,8 @@ class Reporter:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._started = False  # a task started since the last report
+        self._pushed = False  # the server told of an admin change since the last report
+        self._watch_admin: AdminClient | None = None
         for quota in self.namespaces.values():
             quota.on_start = self._on_start
         #: Seconds until the next report, as the last answer asked (less when it asks early).
@@ -336,7 +345,7 @@ class Reporter:
             },
         }
         self._last_report = now
-        self._started = False
+        self._started = self._pushed = False
         answer = self.admin.report(self.reporter_id, body)
         for key, result in answer.get("namespaces", {}).items():
             quota = self.namespaces.get(key)
@@ -430,6 +439,8 @@ class Reporter:
             return 0.0
         if self.failures:
             return due - now
+        if self._pushed and now >= self._not_before:
+            return 0.0  # the limits changed: the worker learns its new share now
         spacing = self.period_s * MIN_SPACING
         earliest = max(self._last_report + spacing, self._not_before)
         if now >= earliest and (self._started or self._moved()):
@@ -445,11 +456,45 @@ class Reporter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="rgspark-reporter", daemon=True)
             self._thread.start()
+            # Its own client: its own throttle times, and closed at `close` to end the poll.
+            self._watch_admin = self.admin.watcher()
+            threading.Thread(
+                target=self._watch, args=(self._watch_admin,), name="rgspark-changes", daemon=True
+            ).start()
+
+    def _watch(self, admin: AdminClient) -> None:
+        """Hold the long poll on admin changes; on one, have the reporter report at once."""
+        after: int | None = None
+        failures = 0
+        try:
+            while not self._stop.is_set():
+                try:
+                    generation = admin.changes(after, WATCH_S)
+                except NamespaceNotFoundError:  # a server without the endpoint
+                    logger.info("rgspark: the admin server does not push changes")
+                    return
+                except AdminServerError:  # the reports notice and say so
+                    if self._stop.is_set():  # `close` ended the poll
+                        return
+                    failures += 1
+                    self._stop.wait(min(self.period_s * 2**failures, MAX_BACKOFF_S))
+                    continue
+                failures = 0
+                if after is not None and generation > after:
+                    self._pushed = True
+                    self._wake.set()
+                after = generation
+                if admin.throttle_s:
+                    self._stop.wait(admin.throttle_s)
+        finally:
+            admin.close()
 
     def close(self) -> None:
         """Stop reporting and release this process's shares, so others get them at once."""
         self._stop.set()
         self._wake.set()
+        if self._watch_admin is not None:
+            self._watch_admin.abort()  # ends its long poll
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
@@ -467,7 +512,7 @@ class Reporter:
                 return
             if self._sleep is not None:
                 self._sleep(seconds)
-            elif self._wake.wait(seconds):  # a task started: look again at once
+            elif self._wake.wait(seconds):  # a task started, or a change: look again at once
                 self._wake.clear()
 
     def _moved(self) -> bool:

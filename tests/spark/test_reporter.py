@@ -470,3 +470,30 @@ def test_a_stopped_server_moves_workers_to_their_fallback_after_three_intervals(
         finally:
             for reporter in reporters:
                 reporter.admin.close()
+
+
+def test_a_quota_cut_reaches_a_worker_at_once_whatever_its_report_interval(
+    tmp_path: Path,
+) -> None:
+    with running_server(tmp_path, report_interval_s=30) as (server, _):
+        job = server.namespace(publishRateInMsgs=QUOTA)
+        quota = NamespaceQuota(job.tenant, job.namespace)
+        reporter = Reporter(AdminClient(server.url, token=job.token), [quota])
+        try:
+            reporter.run_once()
+            before = quota.rate("publishMsgs") or 0.0
+            reporter.start()
+            time.sleep(0.5)  # the watcher holds its long poll
+            cut = max(1, int(before / 4))
+            assert reporter.due_in(time.time()) > 2, "the next report is not due for a while"
+
+            server.set_rates(job.group, publishRateInMsgs=cut)
+            written = time.monotonic()
+            while (quota.rate("publishMsgs") or 0.0) > cut and time.monotonic() < written + 10:
+                time.sleep(0.01)
+            took = time.monotonic() - written
+        finally:
+            reporter.close()
+
+    assert (quota.rate("publishMsgs") or 0.0) <= cut
+    assert took < 1.0, f"the cut was in force {took:.2f} s after it was made"
