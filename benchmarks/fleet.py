@@ -49,6 +49,11 @@ percentage of the quota then is the figure DESIGN.md asks for: ``max_in_force_pc
 of those samples, leaves out the samples from a quota cut until one interval after the
 ``PUT`` was answered (plus one sample period, for a report in flight), since a cut reaches
 each reporter only at its next report; ``max_in_force_pct_after_cut`` is the most of those.
+Live, a cut reaches the reporters sooner: the server pushes it (``GET /quota/v1/changes``)
+and they report at once; ``in_force_over_105_pct_for_s`` under ``quota_changes`` says how
+long after the cut the allocations in force were still above it.
+``benchmarks/live_scenarios/deep-cut.json`` (a 20-fold cut with a 5 s report interval) shows
+that on its own: the simulator, which has no push, is not run on it.
 A reporter's ``allocated_rate`` in the trace is the mean of its samples in the window (0
 where it had none in force).
 
