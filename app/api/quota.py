@@ -146,14 +146,14 @@ async def watch_changes(
     request: Request,
     after: Annotated[
         int | None,
-        Query(description="The generation last seen: the answer waits until it changes."),
+        Query(description="The generation last seen: the answer waits until it is above it."),
     ] = None,
     waitMs: Annotated[
         int,
         Query(ge=0, le=round(MAX_WAIT_S * 1000), description="The longest to wait, in ms."),
     ] = 30_000,
 ) -> AdminChanges | Response:
-    """The admin generation, once it is not `after`: a long poll that workers hold, so that
+    """The admin generation, once it is above `after`: a long poll that workers hold, so that
     a change to their limits reaches them at once (see `app.quota.changes`)."""
     principal_of(request)  # any authenticated role: it learns only that something changed
     waiting = asyncio.ensure_future(request.app.state.changes.wait(after, waitMs / 1000))
