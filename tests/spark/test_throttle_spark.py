@@ -348,8 +348,10 @@ def test_a_job_finishes_at_its_last_allocation_when_the_server_stops(
 
     def stop_server() -> None:
         time.sleep(max(0.0, first_stamp(flow) + 3 - time.time()))
-        stack.close()
+        # Answering nothing from here on: a stopping server refuses connections at once, and
+        # only lets requests in flight (the workers' long polls on changes) run out.
         stopped.append(time.time())
+        stack.close()
 
     stopper = in_background(stop_server)
     # One task: its allocation is the group's rate from its first report on. (With two, a
