@@ -160,12 +160,11 @@ async def watch_changes(
     # A worker that closes stops waiting here too, and no longer holds up a shutdown.
     gone = asyncio.ensure_future(_disconnected(request))
     try:
-        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
     finally:
+        waiting.cancel()
         gone.cancel()
-        if not waiting.done():
-            waiting.cancel()
-    if not waiting.done() or waiting.cancelled():
+    if waiting not in done:
         return Response(status_code=204)  # nobody is listening
     return AdminChanges(generation=waiting.result())
 

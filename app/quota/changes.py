@@ -52,14 +52,15 @@ class ChangeWatch:
         """The generation once it is above `after` (at once for None), or after
         `timeout_s` seconds whatever it is (it only grows: a caller that saw a higher one
         elsewhere waits for this process to see it too)."""
-        if self._poller is None or self._poller.done():
-            generation = self._seen(await run_in_threadpool(self._read))
-        else:  # read by the poller within `POLL_S`
+        polling = self._poller is not None and not self._poller.done()
+        if polling:  # read by the poller within `POLL_S`
             generation = self._generation
+        else:
+            generation = self._seen(await run_in_threadpool(self._read))
         if after is None or generation > after:
             return generation
         self._waiters += 1
-        if self._poller is None or self._poller.done():
+        if self._poller is None or self._poller.done():  # checked again: the read awaited
             self._poller = asyncio.create_task(self._poll())
         try:
             with contextlib.suppress(TimeoutError):

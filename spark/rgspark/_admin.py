@@ -37,10 +37,16 @@ class AdminClient:
         token: str | None = None,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        keep_alive: bool = True,
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(
-            base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+            base_url=url.rstrip("/"),
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            # Without: a connection per call, so that `_trace` knows the socket in flight.
+            limits=httpx.Limits() if keep_alive else httpx.Limits(max_keepalive_connections=0),
         )
         self._socket: socket.socket | None = None  # of the last connection opened
         #: The throttle time of the last answer (``X-Throttle-Time-Ms``), in seconds: the
@@ -74,16 +80,10 @@ class AdminClient:
     def watcher(self) -> AdminClient:
         """Another client of the same server with the same token, for a thread that holds
         `changes`: its answers' throttle times are its own, and `abort` ends its call."""
-        twin = AdminClient.__new__(AdminClient)
-        twin._http = httpx.Client(
-            base_url=self._http.base_url,
-            headers=self._http.headers,
-            timeout=self._http.timeout,
-            # A connection per call, so that `_trace` knows the socket of the one in flight.
-            limits=httpx.Limits(max_keepalive_connections=0),
+        twin = AdminClient(
+            str(self._http.base_url), timeout=self._http.timeout.read or 10.0, keep_alive=False
         )
-        twin._socket = None
-        twin.throttle_s = 0.0
+        twin._http.headers = self._http.headers
         return twin
 
     def abort(self) -> None:
