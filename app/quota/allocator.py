@@ -82,7 +82,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.quota.fair import max_min_fair
+from app.quota.fair import water_level
 
 FLOOR = 0.01  # of an equal share: the least any reporter is allocated
 PROBE = 0.02  # of a share, and of the quota in all: newcomers' start when none is free
@@ -131,6 +131,103 @@ class Grant:
         return interval_s * EARLY_REPORT if self.early else interval_s
 
 
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """What every grant of a group needs to know of all its reporters (steps 1-3), computed
+    from all of them at once (`summarize`, O(n)) so that each reporter's grant is then a few
+    operations on its own figures (`grant`, O(1)).
+
+    Fair shares are ``f_i = min(max(d_i, φ), λ)``, where ``λ`` is the water level of the
+    reporter's namespace (`namespace_levels`; `group_level`, the namespaces' own level, for
+    a namespace the summary did not see, which then gets at most what any namespace does).
+    """
+
+    quota: float
+    reporters: int
+    group_level: float
+    """The namespaces' water level: a namespace's part is ``min(its demand, level)``."""
+    namespace_levels: dict[str, float]
+    """Each namespace's water level among its reporters (``math.inf``: all get their wants)."""
+    room: float
+    """``1 + min(G, S / Σ f)``: targets are shares times this."""
+    shortfall: float
+    """``Σ max(t_j - a_j, 0)``: what the reporters below their targets lack, together."""
+    unknown: bool
+    """Whether some reporter's demand is not known yet."""
+
+    @property
+    def equal(self) -> float:
+        return self.quota / max(self.reporters, 1)
+
+    @property
+    def floor(self) -> float:
+        return FLOOR * self.equal
+
+    def share(self, report: Report) -> float:
+        """The reporter's max-min fair share, namespaces first (step 1)."""
+        level = self.namespace_levels.get(report.namespace, self.group_level)
+        return min(max(report.demand, self.floor), level)
+
+
+def summarize(quota: float, reports: Sequence[Report]) -> Levels:
+    """A group's `Levels` from all of its reporters' fresh reports (at least one).
+
+    Raises ValueError as `plan` does.
+    """
+    if not 0 < quota < math.inf:
+        raise ValueError(f"quota must be a positive, finite rate, not {quota!r}")
+    _check(reports)
+    if not reports:
+        raise ValueError("a group's levels need at least one report")
+    floor = FLOOR * quota / len(reports)
+    members: dict[str, list[float]] = {}
+    for report in reports:
+        members.setdefault(report.namespace, []).append(max(report.demand, floor))
+    totals = [sum(wants) for wants in members.values()]
+    group_level = water_level(quota, totals)
+    namespace_levels = {
+        namespace: water_level(min(total, group_level), wants)
+        for (namespace, wants), total in zip(members.items(), totals, strict=True)
+    }
+    partial = Levels(quota, len(reports), group_level, namespace_levels, 1.0, 0.0, False)
+    fair = [partial.share(report) for report in reports]
+    spare = quota - sum(fair)
+    room = 1 + min(GROWTH, max(spare, 0.0) / sum(fair))
+    shortfall = sum(
+        max(share * room - (report.allocation or 0.0), 0.0)
+        for report, share in zip(reports, fair, strict=True)
+    )
+    unknown = any(report.demand >= UNKNOWN for report in reports)
+    return Levels(quota, len(reports), group_level, namespace_levels, room, shortfall, unknown)
+
+
+def grant(levels: Levels, report: Report, in_force: float) -> Grant:
+    """One reporter's grant (steps 2-4), given the group's `Levels` and the sum of the
+    allocations in force, its own included (``a_i``, its ``allocation``).
+
+    Whatever ``levels`` are (fresh, or from a summary a moment old), a rise never exceeds
+    the headroom ``in_force`` leaves free, except by a newcomer's probe: the quota bound
+    rests on ``in_force`` alone.
+    """
+    quota = levels.quota
+    share = levels.share(report)
+    target = share * levels.room
+    current = report.allocation or 0.0
+    free = max(quota - in_force, 0.0)
+    over = max(in_force - quota, 0.0)
+    filled = 1.0 if levels.shortfall <= free else free / levels.shortfall
+    # Down at once; up only into what the allocations in force leave free.
+    rate = target if target <= current else current + min((target - current) * filled, free)
+    if report.allocation is None:
+        room_for_probes = max(PROBE * quota - over, levels.floor)
+        rate = max(rate, min(target, PROBE * max(share, levels.equal), room_for_probes))
+    unknown = levels.unknown or report.demand >= UNKNOWN
+    early = (
+        report.allocation is None or rate < WAITING * share or (unknown and report.demand > share)
+    )
+    return Grant(rate, share, early)
+
+
 def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
     """Each reporter's grant, as if it were the one reporting now; see the module's maths.
 
@@ -138,53 +235,13 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
     (-1 and 0) itself. Raises ValueError on a quota that is not positive and finite, a
     negative or NaN demand or allocation, or a reporter named twice.
     """
-    if not 0 < quota < math.inf:
-        raise ValueError(f"quota must be a positive, finite rate, not {quota!r}")
-    _check(reports)
     if not reports:
+        if not 0 < quota < math.inf:
+            raise ValueError(f"quota must be a positive, finite rate, not {quota!r}")
         return {}
-    equal = quota / len(reports)
-    floor = FLOOR * equal
-    fair = _namespaces_first(quota, reports, floor)
-    spare = quota - sum(fair)
-    room = 1 + min(GROWTH, max(spare, 0.0) / sum(fair))
-    targets = [share * room for share in fair]
-
-    in_force = [r.allocation or 0.0 for r in reports]
-    free = max(quota - sum(in_force), 0.0)
-    over = max(sum(in_force) - quota, 0.0)
-    room_for_probes = max(PROBE * quota - over, floor)
-    shortfall = sum(max(t - a, 0.0) for t, a in zip(targets, in_force, strict=True))
-    filled = 1.0 if shortfall <= free else free / shortfall
-
-    unknown = any(r.demand >= UNKNOWN for r in reports)
-    grants: dict[str, Grant] = {}
-    for report, share, target, current in zip(reports, fair, targets, in_force, strict=True):
-        # Down at once; up only into what the allocations in force leave free.
-        rate = target if target <= current else current + (target - current) * filled
-        if report.allocation is None:
-            rate = max(rate, min(target, PROBE * max(share, equal), room_for_probes))
-        early = (
-            report.allocation is None
-            or rate < WAITING * share
-            or (unknown and report.demand > share)
-        )
-        grants[report.reporter] = Grant(rate, share, early)
-    return grants
-
-
-def _namespaces_first(quota: float, reports: Sequence[Report], floor: float) -> list[float]:
-    """Each reporter's max-min fair share, namespaces first (step 1)."""
-    members: dict[str, list[int]] = {}
-    for index, report in enumerate(reports):
-        members.setdefault(report.namespace, []).append(index)
-    wants = [max(report.demand, floor) for report in reports]
-    parts = max_min_fair(quota, [sum(wants[i] for i in group) for group in members.values()])
-    fair = [0.0] * len(reports)
-    for part, group in zip(parts, members.values(), strict=True):
-        for index, share in zip(group, max_min_fair(part, [wants[i] for i in group]), strict=True):
-            fair[index] = share
-    return fair
+    levels = summarize(quota, reports)
+    in_force = sum(report.allocation or 0.0 for report in reports)
+    return {report.reporter: grant(levels, report, in_force) for report in reports}
 
 
 def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:

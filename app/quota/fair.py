@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+
+def water_level(quota: float, demands: Sequence[float]) -> float:
+    """The level of `max_min_fair`: ``math.inf`` when the demands add up to no more than
+    ``quota`` (each gets all it wants), else the level at which ``min(d_i, level)`` add up to
+    it."""
+    remaining = float(quota)
+    waiting = sorted(demands)
+    for position, demand in enumerate(waiting):
+        level = remaining / (len(waiting) - position)
+        if demand > level:
+            return level
+        remaining -= demand
+    return math.inf
 
 
 def max_min_fair(quota: float, demands: Sequence[float]) -> list[float]:
@@ -14,15 +29,5 @@ def max_min_fair(quota: float, demands: Sequence[float]) -> list[float]:
     the others. Doorman's example: 120 over demands 1000, 50 and 10 gives 60, 50 and 10.
     A demand may be ``math.inf`` (unbounded).
     """
-    shares = [0.0] * len(demands)
-    remaining = float(quota)
-    waiting = sorted(range(len(demands)), key=lambda i: demands[i])
-    for position, index in enumerate(waiting):
-        level = remaining / (len(waiting) - position)
-        if demands[index] > level:
-            for rest in waiting[position:]:
-                shares[rest] = level
-            break
-        shares[index] = demands[index]
-        remaining -= demands[index]
-    return shares
+    level = water_level(quota, demands)
+    return [min(demand, level) for demand in demands]
