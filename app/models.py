@@ -23,6 +23,7 @@ from sqlalchemy import (
     MetaData,
     Select,
     String,
+    Text,
     cast,
     func,
     select,
@@ -213,6 +214,15 @@ class QuotaGroup(Base):
     changed_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
     """When the marker last changed: reporters ask for the markers changed since they last
     looked, which is none at all in a steady state."""
+    levels: Mapped[str | None] = mapped_column(Text)
+    """The JSON of the group's last summary (`app.quota.levels`): per dimension, what every
+    grant needs to know of all the group's reporters, so that a grant reads one row."""
+    publish_msgs_in_force: Mapped[float] = mapped_column(Double, server_default="0")
+    """The sum of the allocations in force in the group, per dimension: what a grant's
+    headroom is computed from (see `app.quota.store`)."""
+    publish_bytes_in_force: Mapped[float] = mapped_column(Double, server_default="0")
+    dispatch_msgs_in_force: Mapped[float] = mapped_column(Double, server_default="0")
+    dispatch_bytes_in_force: Mapped[float] = mapped_column(Double, server_default="0")
 
 
 class UsageSample(Base):

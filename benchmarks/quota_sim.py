@@ -36,8 +36,9 @@ demand are recorded anew only when one moved by 5%: `app.quota.allocator.moved`;
 silent for 3 intervals is gone; a released one at once) and answers the reporting reporter
 only, with the algorithm's rate for ``publishMsgs`` (the other dimensions unlimited):
 
-- ``project``: `app.quota.allocator.plan`, each report in its namespace: the grant, its
-  fallback, and when to report next.
+- ``project``: `app.quota.allocator` as the store runs it, each report in its namespace: the
+  grant from the group's summary (made anew at most every quarter interval, when something
+  changed) and the allocations in force, its fallback, and when to report next.
 - ``pulsar``: Pulsar's calculator, quota x own usage / total usage; the full quota when its
   own or the total usage is 0.
 - ``static``: quota / number of reporters.
@@ -85,8 +86,10 @@ from typing import Any
 
 import httpx
 
-from app.quota.allocator import Report, moved, plan
+from app.quota.allocator import Levels, Report, grant, moved, summarize
 from app.quota.fair import max_min_fair
+from app.quota.levels import SUMMARY_INTERVALS
+from app.quota.store import ALLOCATION_CHANGE
 
 try:
     from rgspark._admin import AdminClient
@@ -192,19 +195,53 @@ class Scenario:
 
 # --- the server: the store's fresh reports, answered with one algorithm ---------------------
 
-# (quota, fresh reports, the reporter answered, interval) -> (rate, fallback, next report in s)
-Answer = Callable[[float, Sequence[Report], str, float], tuple[float, float, float]]
+# (quota, fresh reports, the reporter answered, interval, now in s) -> (rate, fallback, next
+# report in s)
+Answer = Callable[[float, Sequence[Report], str, float, float], tuple[float, float, float]]
 
 
-def _project(
-    quota: float, reports: Sequence[Report], reporter: str, interval_s: float
-) -> tuple[float, float, float]:
-    grant = plan(quota, reports)[reporter]
-    return grant.rate, grant.fair, grant.report_after(interval_s)
+class _Project:
+    """`app.quota.allocator` as the store runs it (`app.quota.store`): each grant from the
+    group's summary (`summarize`), made anew when something it reads changed and it is
+    `SUMMARY_INTERVALS` old, and from the sum of the allocations in force, read exactly; an
+    allocation that moved by less than 0.1% is kept as it was."""
+
+    def __init__(self) -> None:
+        self.levels: Levels | None = None
+        self.at_s = 0.0
+        self.seen: dict[str, Report] = {}
+        self.changed = True
+
+    def __call__(
+        self,
+        quota: float,
+        reports: Sequence[Report],
+        reporter: str,
+        interval_s: float,
+        now_s: float,
+    ) -> tuple[float, float, float]:
+        seen = {report.reporter: report for report in reports}
+        self.changed = self.changed or seen != self.seen
+        levels = self.levels
+        if (
+            levels is None
+            or levels.quota != quota
+            or (self.changed and now_s - self.at_s >= SUMMARY_INTERVALS * interval_s)
+        ):
+            levels = self.levels = summarize(quota, reports)
+            self.at_s, self.changed = now_s, False
+        mine = seen[reporter]
+        given = grant(levels, mine, sum(report.allocation or 0.0 for report in reports))
+        rate = given.rate
+        if mine.allocation is not None and not moved(mine.allocation, rate, ALLOCATION_CHANGE):
+            rate = mine.allocation
+        self.levels = levels.settled(mine, rate)
+        self.seen = {**seen, reporter: replace(mine, allocation=rate)}
+        return rate, given.fair, given.report_after(interval_s)
 
 
 def _pulsar(
-    quota: float, reports: Sequence[Report], reporter: str, interval_s: float
+    quota: float, reports: Sequence[Report], reporter: str, interval_s: float, now_s: float
 ) -> tuple[float, float, float]:
     total = sum(r.usage for r in reports)
     own = next(r.usage for r in reports if r.reporter == reporter)
@@ -213,12 +250,17 @@ def _pulsar(
 
 
 def _static(
-    quota: float, reports: Sequence[Report], reporter: str, interval_s: float
+    quota: float, reports: Sequence[Report], reporter: str, interval_s: float, now_s: float
 ) -> tuple[float, float, float]:
     return quota / len(reports), quota / len(reports), interval_s
 
 
-ANSWERS: dict[str, Answer] = {"project": _project, "pulsar": _pulsar, "static": _static}
+# Each server gets an answer of its own: the project's keeps a summary.
+ANSWERS: dict[str, Callable[[], Answer]] = {
+    "project": _Project,
+    "pulsar": lambda: _pulsar,
+    "static": lambda: _static,
+}
 
 
 class _Server:
@@ -275,7 +317,7 @@ class _Server:
         current = None if stored is None else stored.allocation
         self.reports[reporter] = Report(reporter, usage, demand, current, namespace)
         rate, fallback, after_s = self.answer(
-            self.quota, list(self.reports.values()), reporter, self.interval_s
+            self.quota, list(self.reports.values()), reporter, self.interval_s, now / NS
         )
         rate = max(rate, MIN_RATE)
         self.reports[reporter] = replace(self.reports[reporter], allocation=rate)
@@ -327,7 +369,7 @@ class Simulation:
         self.end = round(scenario.duration_s * NS)
         self.interval = round(scenario.interval_s * NS)
         self.server = _Server(
-            ANSWERS[algorithm], scenario.quota, scenario.interval_s, self.clock, adaptive=adaptive
+            ANSWERS[algorithm](), scenario.quota, scenario.interval_s, self.clock, adaptive=adaptive
         )
         spread = round(self.interval * START_SPREAD)
         self.workers = [

@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.quota.fair import water_level
 
@@ -167,6 +167,15 @@ class Levels:
         """The reporter's max-min fair share, namespaces first (step 1)."""
         level = self.namespace_levels.get(report.namespace, self.group_level)
         return min(max(report.demand, self.floor), level)
+
+    def settled(self, report: Report, rate: float) -> Levels:
+        """The levels once the reporter of ``report`` has ``rate`` in force: what it lacks
+        of its target counts in the shortfall instead of what it lacked before, so that the
+        next grant from these levels shares the headroom as a fresh summary would."""
+        target = self.share(report) * self.room
+        lacked = max(target - (report.allocation or 0.0), 0.0)
+        shortfall = max(self.shortfall - lacked + max(target - rate, 0.0), 0.0)
+        return replace(self, shortfall=shortfall)
 
 
 def summarize(quota: float, reports: Sequence[Report]) -> Levels:

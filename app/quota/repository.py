@@ -7,9 +7,10 @@ store reads as steps (look up, plan, settle, write, answer) rather than as SQL.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
@@ -18,10 +19,18 @@ from app.quota.cache import Row
 from app.quota.effective import NamespaceKey
 from app.quota.statements import Figures, Statements, new_token, statements_for
 
-__all__ = ["Peer", "UsageRepository"]
+__all__ = ["GroupRow", "Peer", "UsageRepository"]
 
 Peer = tuple[str, str, NamespaceKey, Figures]
 """(group, reporter, namespace, figures) of another reporter's fresh row in a group."""
+
+
+class GroupRow(NamedTuple):
+    """What a grant reads of its group's row (`app.models.QuotaGroup`)."""
+
+    marker: int
+    levels: str | None
+    in_force: tuple[float, ...]
 
 
 class UsageRepository:
@@ -95,10 +104,14 @@ class UsageRepository:
     def forget(self, reporter_ids: list[str], now: datetime) -> None:
         """Drop the reporters with their rows, and re-mark the groups they counted in."""
         parameters = {"reporters": reporter_ids}
-        groups = list(self._run(self.sql.groups_of_reporters, parameters).scalars())
+        leaving = {
+            row[0]: tuple(row[1:])
+            for row in self._run(self.sql.allocations_of_reporters, parameters)
+        }
         # Reporters before groups, the order a report locks them in.
         self._run(self.sql.forget_reporters, parameters)  # their rows go by cascade
-        self.remark([group for group in groups if group is not None], now)
+        self.take_in_force(leaving)
+        self.remark(leaving, now)
 
     def forget_deleted_groups(self) -> None:
         self._run(self.sql.forget_markers)
@@ -142,11 +155,41 @@ class UsageRepository:
         if rows:
             self._run(self.sql.remark, rows)
 
+    def group_rows(self, groups: list[str]) -> dict[str, GroupRow]:
+        """Each group's marker, summary (its JSON, None if never summarized) and sums in
+        force; a group that has no row is left out."""
+        return {
+            row[0]: GroupRow(row[1], row[2], tuple(row[3:]))
+            for row in self._run(self.sql.group_rows, {"groups": groups})
+        }
+
+    def save_group(self, group: str, levels: str | None, in_force: Sequence[float]) -> None:
+        parameters: dict[str, Any] = {"group_name": group, "group_levels": levels}
+        parameters.update(zip(self.sql.set_in_force, in_force, strict=True))
+        self._run(self.sql.save_group, parameters)
+
+    def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
+        """Take allocations out of their groups' sums in force: rows that left the groups."""
+        rows = []
+        for group in sorted(taken):  # in the order reports lock groups
+            parameters: dict[str, Any] = {"group_name": group}
+            parameters.update(
+                zip(self.sql.take_in_force_names, (a or 0.0 for a in taken[group]), strict=True)
+            )
+            rows.append(parameters)
+        if rows:
+            self._run(self.sql.take_in_force, rows)
+
     def lock(self, groups: Iterable[str], now: datetime) -> None:
         """Hold the groups (their plans and markers) until this transaction ends; see
         `app.quota.store`. All in one statement: a report takes no group's lock after."""
-        if self.sql.lock_groups is not None:
-            self._run(self.sql.lock_groups, {"groups": sorted(set(groups)), "now": now})
+        names = sorted(set(groups))
+        if not names:
+            return
+        if self.sql.postgresql:
+            self._run(self.sql.lock_groups, {"groups": names, "now": now})
+        else:
+            self._run(self.sql.lock_groups, {"groups": json.dumps(names), "now": now})
 
     def peers(
         self, reporter_id: str, groups: list[str], alive_after: datetime, fresh_after: datetime

@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     any_,
     bindparam,
+    case,
     delete,
     func,
     select,
@@ -55,6 +56,8 @@ Figures = tuple[Any, ...]
 USAGE, DEMAND, ALLOCATION = 0, 1, 2
 _FIGURES = [getattr(QuotaUsage, column) for column in FIGURE_COLUMNS]
 _RATES = [getattr(ResourceGroup, column) for column in RATE_COLUMNS]
+_ALLOCATIONS = [getattr(QuotaUsage, f"{dim}_allocation") for dim in DIMENSIONS]
+_IN_FORCE = [getattr(QuotaGroup, f"{dim}_in_force") for dim in DIMENSIONS]
 
 
 class Statements:
@@ -136,6 +139,38 @@ class Statements:
         #: (name, marker) of the groups given that have a marker
         self.markers = select(QuotaGroup.name, QuotaGroup.marker).where(
             self._among(QuotaGroup.name, "groups")
+        )
+        #: (name, marker, levels, *in force per dimension) of the groups given
+        self.group_rows = select(
+            QuotaGroup.name, QuotaGroup.marker, QuotaGroup.levels, *_IN_FORCE
+        ).where(self._among(QuotaGroup.name, "groups"))
+        # ("group_name": an UPDATE reserves column names for its SET.)
+        self.save_group = (
+            update(QuotaGroup)
+            .where(QuotaGroup.name == bindparam("group_name"))
+            .values(
+                levels=bindparam("group_levels"),
+                **{column.key: bindparam(f"set_{column.key}") for column in _IN_FORCE},
+            )
+        )
+        self.set_in_force = [f"set_{column.key}" for column in _IN_FORCE]
+        self.take_in_force_names = [f"take_{column.key}" for column in _IN_FORCE]
+        #: Takes allocations that leave a group out of its sums in force (never below 0).
+        self.take_in_force = (
+            update(QuotaGroup)
+            .where(QuotaGroup.name == bindparam("group_name"))
+            .values(
+                {
+                    column: case(
+                        (
+                            column > bindparam(f"take_{column.key}"),
+                            column - bindparam(f"take_{column.key}"),
+                        ),
+                        else_=0.0,
+                    )
+                    for column in _IN_FORCE
+                }
+            )
         )
         #: (name, marker) of every group whose marker changed after ``since``
         self.changed_markers = (
@@ -231,21 +266,30 @@ class Statements:
         #: of the transaction, all of a report's in one statement in one order, so that no
         #: two reports wait on each other in a cycle. Row locks live in the rows, not in the
         #: server's lock table, which a report of thousands of groups would exhaust. (An
-        #: ON CONFLICT whose update never applies still locks the row it found.) SQLite's
-        #: writers are serialized already.
-        self.lock_groups = self._lock_groups() if self.postgresql else None
-        #: The groups the given reporters' rows count in.
-        self.groups_of_reporters = (
-            select(QuotaUsage.resource_group)
-            .distinct()
+        #: ON CONFLICT whose update never applies still locks the row it found.) On SQLite,
+        #: whose writers are serialized already, the rows are only made.
+        self.lock_groups = self._lock_groups() if self.postgresql else self._make_groups()
+        #: (group, *sum of allocations per dimension) of the given reporters' rows, per group
+        self.allocations_of_reporters = (
+            select(QuotaUsage.resource_group, *[func.sum(column) for column in _ALLOCATIONS])
             .where(
                 QuotaUsage.resource_group.is_not(None),
                 self._among(QuotaUsage.reporter_id, "reporters"),
             )
+            .group_by(QuotaUsage.resource_group)
         )
         self.forget_reporters = delete(QuotaReporter).where(
             self._among(QuotaReporter.reporter_id, "reporters")
         )
+
+    @staticmethod
+    def _make_groups() -> Any:
+        """SQLite's: the groups' rows, made if missing (its writers take turns already)."""
+        return text(
+            "INSERT INTO quota_groups (name, marker, changed_at) "
+            "SELECT value, abs(random()), :now FROM json_each(:groups) WHERE true "
+            "ON CONFLICT (name) DO NOTHING"
+        ).bindparams(bindparam("now", type_=QuotaGroup.__table__.c.changed_at.type))
 
     @staticmethod
     def _lock_groups() -> Any:

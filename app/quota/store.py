@@ -14,10 +14,22 @@ allocator's inputs changes (a row's figures or allocation, a reporter gone, a na
 moved to another group) the group's marker changes, and each reporter plans the group again
 at its next report; until then it keeps its grants, which the same inputs would give again.
 
+**What a report costs.** Planning a group does not read its rows: it reads the group's own
+row, which holds the group's summary (its water levels, `app.quota.levels`) and, per
+dimension, the sum of the allocations in force. The grant is made from those (O(1),
+`app.quota.allocator.grant`), the sums move by what it changed, and the row is written back.
+Only when the summary no longer holds (the group changed and it is older than
+`SUMMARY_INTERVALS`) does the report read every row of the group, make the summary anew and
+count the sums again (O(n)): at most a few times an interval per group, so a report of a
+group of 5,000 reporters costs what one of 10 does, its share of the summaries aside. Rows
+that leave a group (released, expired, dropped, moved) take their allocations out of its
+sums as they go.
+
 **The quota bound under concurrency.** The allocator raises a grant only into the headroom
 that the others' allocations in force leave free (its step 3), and reads those allocations
-from the stored rows. Two reports of one group planned at the same time would each see the
-other's old allocation and spend the same headroom twice (measured: 2.1x the quota). So a
+from the group's sums in force. Two reports of one group planned at the same time would
+each see the other's old allocation and spend the same headroom twice (measured: 2.1x the
+quota). So a
 report that may plan or mark a group first takes the group's lock, held until it commits:
 on PostgreSQL the row of the group's marker, all of a report's locked in one statement in
 one order before anything is planned, and none after (so reports never wait on each other
@@ -60,12 +72,14 @@ from app.quota.allocator import (
     UNKNOWN,
     Grant,
     Report,
+    grant,
     moved,
-    plan,
+    summarize,
 )
 from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
 from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
 from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
+from app.quota.levels import DimensionSummary, GroupSummary
 from app.quota.reporters import (
     SILENT_INTERVALS,
     authorize_reporting,
@@ -83,7 +97,9 @@ from app.quota.schemas import (
 )
 from app.quota.statements import (
     ALLOCATION,
+    DEMAND,
     FIGURE_COLUMNS,
+    USAGE,
     Figures,
     new_token,
 )
@@ -253,7 +269,15 @@ def submit(
             if entry.effective.group is not None and entry.effective.limited:
                 groups[entry.effective.group].append(entry)
         replanned = _plan(
-            queries, state.plans, reporter_id, groups, markers, moment, interval_s, stats
+            queries,
+            state.plans,
+            reporter_id,
+            groups,
+            markers,
+            moment,
+            interval_s,
+            stats,
+            save=accepted,
         )
         # 3. Settle.
         _settle(entries, state.plans, replanned)
@@ -401,9 +425,17 @@ def _plan(
     now: datetime,
     interval_s: float,
     stats: GroupStats | None,
+    *,
+    save: bool,
 ) -> set[str]:
     """Plan again each group whose inputs changed since the reporter's last plan of it
-    (``markers`` holds those whose marker moved); returns those groups."""
+    (``markers`` holds those whose marker moved); returns those groups.
+
+    A group's grants come from its summary (`app.quota.levels`), made anew from every
+    reporter's row when it no longer holds, and from its sums in force, which each grant
+    moves by what it changes and which are stored again (``save``: the report's rows are
+    written too).
+    """
     for group in [group for group in plans if group not in groups]:
         del plans[group]
     if not groups:
@@ -415,39 +447,65 @@ def _plan(
     ]
     if not stale:
         return set()
-    unread = [group for group in stale if group not in markers]
-    if unread:
-        markers.update(queries.markers(unread))
+    rows = queries.group_rows(stale)
+    for group, row in rows.items():
+        markers.setdefault(group, row.marker)
+    moment = now.timestamp()
+    summaries: dict[str, GroupSummary] = {}
+    for group, stored in rows.items():
+        if stored.levels is not None:
+            kept = GroupSummary.from_json(stored.levels)
+            if kept.holds(stored.marker, groups[group][0].effective.quotas, moment, interval_s):
+                summaries[group] = kept
     peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
-    alive_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
-    fresh_after = now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s)
-    for group, reporter, key, figures in queries.peers(
-        reporter_id, stale, alive_after, fresh_after
-    ):
-        peers[group].append((reporter, key, figures))
+    unsummarized = [group for group in stale if group not in summaries]
+    if unsummarized:
+        alive_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
+        fresh_after = now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s)
+        for group, reporter, key, figures in queries.peers(
+            reporter_id, unsummarized, alive_after, fresh_after
+        ):
+            peers[group].append((reporter, key, figures))
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
-        members = peers.get(group, [])
+        # What each namespace has in force in this group (nothing, if it was in another).
+        before = [_in_force_in(entry, group) for entry in entries]
+        summary = summaries.get(group)
+        found = rows.get(group)
+        if summary is None or found is None:
+            summary, in_force = _summarize(
+                reporter_id, markers.get(group, 0), moment, quotas, peers[group], entries, before
+            )
+        else:
+            in_force = list(found.in_force)
+            summary = summary.updated(
+                [e.row.figures if e.row and e.row.group == group else None for e in entries],
+                [entry.figures for entry in entries],
+            )
         units = [unit_id(reporter_id, entry.key) for entry in entries]
-        spaces = [namespace_of(entry.key) for entry in entries]
-        member_units = [(unit_id(r, key), namespace_of(key), f) for r, key, f in members]
         grants: list[list[Grant | None]] = [[None] * len(DIMENSIONS) for _ in entries]
-        for index, quota in enumerate(quotas):
-            if quota is None:
+        dimensions = list(summary.dimensions)
+        for index, dimension in enumerate(dimensions):
+            if dimension is None:
                 continue
-            usage, demand, allocation = 3 * index, 3 * index + 1, 3 * index + 2
-            reports = [
-                Report(unit, f[usage], f[demand], f[allocation], space)
-                for unit, space, f in member_units
-            ]
-            reports += [
-                Report(unit, e.figures[usage], e.figures[demand], e.figures[allocation], space)
-                for unit, space, e in zip(units, spaces, entries, strict=True)
-            ]
-            shares = plan(quota, reports)
-            for unit, granted in zip(units, grants, strict=True):
-                granted[index] = shares[unit]
+            usage, demand = 3 * index + USAGE, 3 * index + DEMAND
+            levels = dimension.levels
+            for unit, entry, had, granted in zip(units, entries, before, grants, strict=True):
+                was = had[index]
+                report = Report(
+                    unit, entry.figures[usage], entry.figures[demand], was, namespace_of(entry.key)
+                )
+                given = grant(levels, report, in_force[index])
+                if was is not None and not moved(was, given.rate, ALLOCATION_CHANGE):
+                    given = replace(given, rate=was)  # as `_settle` keeps it
+                in_force[index] += given.rate - (was or 0.0)
+                levels = levels.settled(report, given.rate)
+                granted[index] = given
+            dimensions[index] = replace(dimension, levels=levels)
+        summary = replace(summary, dimensions=tuple(dimensions))
+        if save:
+            queries.save_group(group, summary.to_json(), in_force)
         plans[group] = Plan(
             id=new_token(),
             marker=markers.get(group, 0),
@@ -463,8 +521,61 @@ def _plan(
             early=any(grant.early for g in grants for grant in g if grant is not None),
         )
         if stats is not None:
-            stats.record(group, *_totals(quotas, members, entries, grants))
+            stats.record(group, *_totals(summary, in_force))
     return set(stale)
+
+
+def _in_force_in(entry: _Entry, group: str) -> Rates:
+    """The allocations a namespace's row has in force in ``group``: none if it is new or
+    was in another group."""
+    if entry.row is None or entry.row.group != group:
+        return _UNLIMITED
+    return tuple(entry.row.figures[3 * index + ALLOCATION] for index in range(len(DIMENSIONS)))
+
+
+def _summarize(
+    reporter_id: str,
+    marker: int,
+    moment: float,
+    quotas: Sequence[float | None],
+    members: list[tuple[str, NamespaceKey, Figures]],
+    entries: list[_Entry],
+    before: list[Rates],
+) -> tuple[GroupSummary, list[float]]:
+    """A group's summary from every reporter's row (the reporter's own as it reports now),
+    and the group's sums in force, counted anew."""
+    dimensions: list[DimensionSummary | None] = []
+    in_force: list[float] = []
+    for index, quota in enumerate(quotas):
+        if quota is None:
+            dimensions.append(None)
+            in_force.append(0.0)
+            continue
+        usage, demand, allocation = 3 * index + USAGE, 3 * index + DEMAND, 3 * index + ALLOCATION
+        reports = [
+            Report(unit_id(r, key), f[usage], f[demand], f[allocation], namespace_of(key))
+            for r, key, f in members
+        ]
+        reports += [
+            Report(
+                unit_id(reporter_id, e.key),
+                e.figures[usage],
+                e.figures[demand],
+                had[index],
+                namespace_of(e.key),
+            )
+            for e, had in zip(entries, before, strict=True)
+        ]
+        dimensions.append(
+            DimensionSummary(
+                summarize(quota, reports),
+                sum((r.usage for r in reports), 0.0),
+                sum((r.demand for r in reports if r.demand < UNKNOWN), 0.0),
+            )
+        )
+        in_force.append(sum((r.allocation or 0.0 for r in reports), 0.0))
+    reporters = len({reporter for reporter, _, _ in members}) + 1
+    return GroupSummary(marker, moment, reporters, tuple(dimensions)), in_force
 
 
 def _stale(known: Plan | None, entries: list[_Entry]) -> bool:
@@ -479,37 +590,17 @@ def _stale(known: Plan | None, entries: list[_Entry]) -> bool:
     return any(entry.changed or entry.key not in known.rates for entry in entries)
 
 
-def _totals(
-    quotas: Sequence[float | None],
-    members: list[tuple[str, NamespaceKey, Figures]],
-    entries: list[_Entry],
-    grants: list[list[Grant | None]],
-) -> tuple[int, tuple[GroupTotals, ...]]:
+def _totals(summary: GroupSummary, in_force: list[float]) -> tuple[int, tuple[GroupTotals, ...]]:
     """A group's reporters, and per dimension its limit and the sums of usage, demand (where
     known) and allocations in force (this report's new grants included)."""
-    # Column by column (a report sums this for each of up to thousands of groups): the
-    # members' figures first, then the reporter's own, as the allocator saw them.
-    columns = list(zip(*[f for _, _, f in members], *[e.figures for e in entries], strict=True))
-    others = list(zip(*[f for _, _, f in members], strict=True))
-    reporters = len({reporter for reporter, _, _ in members}) + 1
     totals: list[GroupTotals] = []
-    for index, (name, quota) in enumerate(zip(DIMENSION_NAMES, quotas, strict=True)):
-        usage, demand, allocation = 3 * index, 3 * index + 1, 3 * index + 2
-        if quota is None:
-            in_force = -1.0
+    for name, dimension, granted in zip(DIMENSION_NAMES, summary.dimensions, in_force, strict=True):
+        if dimension is None:
+            totals.append((name, -1.0, 0.0, 0.0, -1.0))
         else:
-            in_force = sum(filter(None, others[allocation]), 0.0) if others else 0.0
-            in_force += sum(grant.rate for g in grants if (grant := g[index]) is not None)
-        totals.append(
-            (
-                name,
-                -1.0 if quota is None else quota,
-                sum(filter(None, columns[usage]), 0.0),
-                sum((d for d in columns[demand] if d and d < UNKNOWN), 0.0),
-                in_force,
-            )
-        )
-    return reporters, tuple(totals)
+            quota = dimension.levels.quota
+            totals.append((name, quota, dimension.usage, dimension.demand, granted))
+    return summary.reporters, tuple(totals)
 
 
 def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) -> None:
@@ -556,7 +647,14 @@ def _write(
     the groups whose inputs changed. Returns whether any row was written or dropped."""
     rows = []
     changed: set[str] = set()
+    # Allocations that leave a group (rows dropped, or moved to another group) leave its
+    # sums in force; each report adds what its own grants change (`_plan`).
+    left: dict[str, list[float]] = {}
+    for _, stored in dropped:
+        _leave(left, stored)
     for entry in entries:
+        if entry.row is not None and entry.row.group != entry.effective.group:
+            _leave(left, entry.row)
         if not entry.write:
             continue
         group = entry.effective.group
@@ -579,8 +677,17 @@ def _write(
     if dropped:
         queries.drop(reporter_id, [key for key, _ in dropped])
         changed.update(row.group for _, row in dropped if row.group is not None)
+    queries.take_in_force(left)
     queries.remark(changed, now)
     return bool(rows or dropped)
+
+
+def _leave(left: dict[str, list[float]], row: Row) -> None:
+    if row.group is None:
+        return
+    taken = left.setdefault(row.group, [0.0] * len(DIMENSIONS))
+    for index in range(len(DIMENSIONS)):
+        taken[index] += row.figures[3 * index + ALLOCATION] or 0.0
 
 
 def _by_dimension(rates: Rates) -> dict[str, float]:

@@ -1,0 +1,149 @@
+"""A group's summary: what every grant of the group needs to know of all its reporters.
+
+A grant needs the water levels of the group's fair shares, which depend on every reporter's
+demand (`app.quota.allocator.Levels`). Read from every reporter on every report, they made
+a report of a group of n reporters cost O(n), and a settling group, where every report
+changes something, O(n²) an interval. So one report summarizes the group (reads every
+reporter, O(n)) and stores the summary in the group's row; the reports after it read that
+one row, until the group's inputs change and the summary is `SUMMARY_INTERVALS` old. A
+group is therefore summarized at most sixteen times an interval whatever its size, and a
+report costs the same for 10 reporters or 5,000 (with its share of the summaries, O(1) per
+report on average: each reporter reports at least once an interval). Between summaries,
+each grant moves the summary's shortfall by what it changed (`Levels.settled`), and each
+report its sums of usage and demand (`GroupSummary.updated`).
+
+A summary a moment old errs only in the fair shares it gives: a reporter's rise is bounded
+by the headroom that the allocations in force leave free, which each grant reads from the
+group's row exactly (see `app.quota.store`), so the quota bound never rests on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from app.quota.allocator import UNKNOWN, Levels
+from app.quota.effective import Quotas
+from app.quota.statements import DEMAND, USAGE, Figures
+
+__all__ = ["SUMMARY_INTERVALS", "DimensionSummary", "GroupSummary"]
+
+SUMMARY_INTERVALS = 1 / 16  # a group is summarized at most this often, in intervals
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionSummary:
+    """One dimension of a summary: its levels, and the sums the metrics show."""
+
+    levels: Levels
+    usage: float
+    """The sum of the reporters' usage (per second)."""
+    demand: float
+    """The sum of the demands that are known."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSummary:
+    marker: int
+    """The group's marker when summarized: a summary stands while it has not moved."""
+    at: float
+    """When it was made, in seconds since the epoch."""
+    reporters: int
+    dimensions: tuple[DimensionSummary | None, ...]
+    """Per dimension, None where the group does not limit it."""
+
+    def holds(self, marker: int, quotas: Quotas, now: float, interval_s: float) -> bool:
+        """Whether grants may still be made from it: made under the same quotas, and either
+        nothing changed since, or it is younger than `SUMMARY_INTERVALS`."""
+        if self.quotas != tuple(quotas):
+            return False
+        return marker == self.marker or now - self.at < SUMMARY_INTERVALS * interval_s
+
+    def updated(self, before: Sequence[Figures | None], after: Sequence[Figures]) -> GroupSummary:
+        """The summary with one reporter's figures as it reports them now (``after``, per
+        namespace) in place of what they were in the group (``before``, None where the row
+        was not in it), so that the sums the metrics show follow every report. The levels
+        stay as they were: they are made anew only when the summary no longer holds."""
+        dimensions: list[DimensionSummary | None] = []
+        for index, dimension in enumerate(self.dimensions):
+            if dimension is None:
+                dimensions.append(None)
+                continue
+            usage, demand = dimension.usage, dimension.demand
+            for old, new in zip(before, after, strict=True):
+                usage += new[3 * index + USAGE] - (0.0 if old is None else old[3 * index + USAGE])
+                demand += _known(new[3 * index + DEMAND]) - (
+                    0.0 if old is None else _known(old[3 * index + DEMAND])
+                )
+            dimensions.append(replace(dimension, usage=max(usage, 0.0), demand=max(demand, 0.0)))
+        joined = all(old is None for old in before)
+        return replace(self, reporters=self.reporters + joined, dimensions=tuple(dimensions))
+
+    @property
+    def quotas(self) -> Quotas:
+        return tuple(None if d is None else d.levels.quota for d in self.dimensions)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "marker": self.marker,
+                "at": self.at,
+                "reporters": self.reporters,
+                "dimensions": [None if d is None else _dimension(d) for d in self.dimensions],
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> GroupSummary:
+        raw = json.loads(text)
+        return cls(
+            marker=raw["marker"],
+            at=raw["at"],
+            reporters=raw["reporters"],
+            dimensions=tuple(
+                None if d is None else _dimension_of(d, raw["reporters"]) for d in raw["dimensions"]
+            ),
+        )
+
+
+def _level(value: float) -> float | None:
+    return None if math.isinf(value) else value  # JSON has no infinity
+
+
+def _dimension(summary: DimensionSummary) -> dict[str, Any]:
+    levels = summary.levels
+    return {
+        "quota": levels.quota,
+        "level": _level(levels.group_level),
+        "namespaces": {ns: _level(level) for ns, level in levels.namespace_levels.items()},
+        "room": levels.room,
+        "shortfall": levels.shortfall,
+        "unknown": levels.unknown,
+        "usage": summary.usage,
+        "demand": summary.demand,
+    }
+
+
+def _unlevel(value: float | None) -> float:
+    return math.inf if value is None else value
+
+
+def _dimension_of(raw: dict[str, Any], reporters: int) -> DimensionSummary:
+    levels = Levels(
+        quota=raw["quota"],
+        reporters=reporters,
+        group_level=_unlevel(raw["level"]),
+        namespace_levels={ns: _unlevel(level) for ns, level in raw["namespaces"].items()},
+        room=raw["room"],
+        shortfall=raw["shortfall"],
+        unknown=raw["unknown"],
+    )
+    return DimensionSummary(levels, raw["usage"], raw["demand"])
+
+
+def _known(demand: float) -> float:
+    return demand if demand < UNKNOWN else 0.0

@@ -1,0 +1,178 @@
+"""Does a report cost the same whatever the size of its group, on PostgreSQL?
+
+    python -m benchmarks.group_size [--sizes 10,100,1000,5000] [--rate 250] [--postgres-url URL]
+
+prints one JSON object: for each size ``n``, ``n`` workers (reporters of one namespace each,
+as rgspark's Python workers are) share one group, on ``rgadmin serve --workers 1`` against a
+PostgreSQL database created for the run and dropped afterwards. The report interval is the
+one in which ``n`` workers at ``--rate`` reports a second fit (at least 1 s), so the server's
+periodic work (summaries, expiry) comes as often, per interval, as in a real fleet of that
+size. Each size runs five rounds in which every worker reports once, one report after
+another on one keep-alive connection: the first (every worker joins, its demand unknown),
+two while the allocations settle, one that moves every demand by 10% (every figure is
+recorded anew), and one more to settle. Those are the rounds in which the allocator's inputs
+change at every report; a steady round costs less.
+
+The figure is the CPU a report costs, the server process's and PostgreSQL's together, at
+each size, and ``flatness``: the most of those over the least (1.0 is perfectly flat; the
+bar is 1.2). Sizes run one after another in one run, on one machine, so the ratio holds
+however loaded the machine is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import http.client
+import json
+import random
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from app.auth import create_token, generate_secret_key
+from benchmarks._servers import HOST, clean_env, serve_rgadmin, stop
+from benchmarks.usage_ingest import (
+    DEFAULT_POSTGRES_URL,
+    DIMENSIONS,
+    SUPERUSER,
+    DatabaseCpu,
+    Layout,
+    Meter,
+    _database,
+    _migrate,
+    _populate,
+    _post,
+)
+
+NAMESPACE = "spark/job-0"
+ROUNDS = ("join", "settle", "settle", "change", "settle")
+CHANGE = 1.10  # every demand 10% up: beyond the 5% under which figures are held
+FLATNESS_BAR = 1.2
+WARM_UP = 20  # workers whose reports warm the server up, apart
+
+
+def _bodies(size: int, round_: int, interval_ms: int) -> list[bytes]:
+    """Each worker's report for one round, without ``sentAtMs`` (added when sent)."""
+    bodies = []
+    for worker in range(size):
+        rng = random.Random(worker * 31 + round_)
+        msgs = random.Random(worker).uniform(50, 500) * (CHANGE if round_ >= 3 else 1.0)
+        dims = []
+        for name, rate in zip(DIMENSIONS, (msgs, msgs * 1024, msgs, msgs * 1024), strict=True):
+            rate *= 1 + rng.uniform(-0.02, 0.02)
+            demand = 1e18 if round_ == 0 else rate
+            dims.append(f'"{name}":{{"used":{round(rate * interval_ms / 1000)},"demand":{demand}}}')
+        body = f'"intervalMs":{interval_ms},"namespaces":{{"{NAMESPACE}":{{{",".join(dims)}}}}}}}'
+        bodies.append(body.encode())
+    return bodies
+
+
+def _size(size: int, rate: float, workdir: Path, env: dict[str, str], token: str) -> dict[str, Any]:
+    interval_s = max(1.0, size / rate)
+    server = serve_rgadmin(
+        workdir, f"size-{size}", {**env, "RG_REPORT_INTERVAL_SECONDS": str(interval_s)}
+    )
+    database = DatabaseCpu(env["RG_DATABASE_URL"])
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    connection = http.client.HTTPConnection(HOST, server.port, timeout=60)
+    rounds = [_bodies(size, index, round(interval_s * 1000)) for index in range(len(ROUNDS))]
+    failed = 0
+    meter = Meter(server, database)
+
+    def send(path: str, body: bytes) -> None:
+        nonlocal failed
+        sent = b'{"sentAtMs":%d,' % round(time.time() * 1000) + body
+        status, answer = _post(connection, path, sent, headers)
+        failed += status != 200 or not json.loads(answer)["accepted"]
+
+    try:
+        # A warm-up in another group, released before the clock starts: the first reports
+        # of a process compile its statements and fill its caches.
+        for bodies in _bodies(WARM_UP, 0, 1000), _bodies(WARM_UP, 1, 1000):
+            for worker, body in enumerate(bodies):
+                send(f"/quota/v1/reporters/warm-{worker}/reports", body.replace(b"job-0", b"job-1"))
+        for worker in range(WARM_UP):
+            connection.request("DELETE", f"/quota/v1/reporters/warm-{worker}", headers=headers)
+            connection.getresponse().read()
+        meter.start()
+        for bodies in rounds:
+            for worker, body in enumerate(bodies):
+                send(f"/quota/v1/reporters/w{size}-{worker:05d}/reports", body)
+        meter.stop()
+    finally:
+        connection.close()
+        database.close()
+        stop(server)
+    reports = size * len(ROUNDS)
+    server_cpu = meter.server_cpu or 0.0
+    return {
+        "workers": size,
+        "report_interval_seconds": interval_s,
+        "reports": reports,
+        "server_cpu_ms_per_report": round(server_cpu / reports * 1000, 3),
+        "database_cpu_ms_per_report": round(meter.database_cpu / reports * 1000, 3),
+        "cpu_ms_per_report": round((server_cpu + meter.database_cpu) / reports * 1000, 3),
+        "wall_ms_per_report": round(meter.wall / reports * 1000, 3),
+        "failed": failed,
+    }
+
+
+def _empty(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        connection.execute("TRUNCATE quota_usage, quota_reporters, quota_groups")
+        connection.execute("VACUUM ANALYZE")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", default="10,100,1000,5000", help="Workers per group, in turn.")
+    parser.add_argument(
+        "--rate", type=float, default=250.0, help="Reports a second the interval is sized for."
+    )
+    parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
+    args = parser.parse_args(argv)
+    sizes = [int(size) for size in args.sizes.split(",")]
+    key = generate_secret_key()
+    token = create_token(subject=SUPERUSER, secret_key=key)
+    workdir = Path(tempfile.mkdtemp(prefix="rg-group-size-"))
+    results = []
+    try:
+        with _database(args.postgres_url) as database_url:
+            env = {
+                **clean_env(),
+                "RG_DATABASE_URL": database_url,
+                "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(key).decode(),
+                "RG_SUPERUSER_ROLES": SUPERUSER,
+            }
+            _migrate(database_url, env, workdir)
+            _populate(database_url, Layout(1, 1, 1), spark_groups=2)
+            for size in sizes:
+                _empty(database_url)
+                results.append(_size(size, args.rate, workdir, env, token))
+                print(f"{size} workers: {results[-1]['cpu_ms_per_report']} ms", file=sys.stderr)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    costs = [result["cpu_ms_per_report"] for result in results]
+    flatness = max(costs) / min(costs) if costs and min(costs) > 0 else None
+    report = {
+        "benchmark": "group_size",
+        "endpoint": "POST /quota/v1/reporters/{reporterId}/reports (superuser token)",
+        "rounds": list(ROUNDS),
+        "sizes": results,
+        "flatness": None if flatness is None else round(flatness, 3),
+        "flatness_bar": FLATNESS_BAR,
+        "failed": sum(result["failed"] for result in results),
+    }
+    print(json.dumps(report, indent=2))
+    return 0 if report["failed"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
