@@ -171,6 +171,8 @@ class QuotaUsage(Base):
         ),
         # The allocator reads every reporter of a group: that is, by namespace.
         Index("ix_quota_usage_namespace", "tenant", "namespace"),
+        # A group's summary counts its sums in force again from the rows counted in it.
+        Index("ix_quota_usage_resource_group", "resource_group"),
     )
 
     reporter_id: Mapped[str] = mapped_column(

@@ -163,6 +163,14 @@ class UsageRepository:
             for row in self._run(self.sql.group_rows, {"groups": groups})
         }
 
+    def in_force(self, groups: list[str]) -> dict[str, tuple[float, ...]]:
+        """The sums of the allocations of every row counted in each group, whatever their
+        reporters' state: rows leave their groups' sums only when they go."""
+        return {
+            row[0]: tuple(value or 0.0 for value in row[1:])
+            for row in self._run(self.sql.in_force, {"groups": groups})
+        }
+
     def save_group(self, group: str, levels: str | None, in_force: Sequence[float]) -> None:
         parameters: dict[str, Any] = {"group_name": group, "group_levels": levels}
         parameters.update(zip(self.sql.set_in_force, in_force, strict=True))

@@ -269,6 +269,12 @@ class Statements:
         #: ON CONFLICT whose update never applies still locks the row it found.) On SQLite,
         #: whose writers are serialized already, the rows are only made.
         self.lock_groups = self._lock_groups() if self.postgresql else self._make_groups()
+        #: (group, *sum of allocations per dimension) of the rows counted in the groups given
+        self.in_force = (
+            select(QuotaUsage.resource_group, *[func.sum(column) for column in _ALLOCATIONS])
+            .where(self._among(QuotaUsage.resource_group, "groups"))
+            .group_by(QuotaUsage.resource_group)
+        )
         #: (group, *sum of allocations per dimension) of the given reporters' rows, per group
         self.allocations_of_reporters = (
             select(QuotaUsage.resource_group, *[func.sum(column) for column in _ALLOCATIONS])

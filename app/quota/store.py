@@ -20,10 +20,11 @@ dimension, the sum of the allocations in force. The grant is made from those (O(
 `app.quota.allocator.grant`), the sums move by what it changed, and the row is written back.
 Only when the summary no longer holds (the group changed and it is older than
 `SUMMARY_INTERVALS`) does the report read every row of the group, make the summary anew and
-count the sums again (O(n)): at most a few times an interval per group, so a report of a
-group of 5,000 reporters costs what one of 10 does, its share of the summaries aside. Rows
-that leave a group (released, expired, dropped, moved) take their allocations out of its
-sums as they go.
+count the sums again from every row counted in the group (O(n)): at most a few times an
+interval per group, so a report of a group of 5,000 reporters costs what one of 10 does,
+its share of the summaries aside. Rows that leave a group (released, expired, dropped,
+moved) take their allocations out of its sums as they go, so the sums are always those of
+the allocations of the rows counted in the group.
 
 **The quota bound under concurrency.** The allocator raises a grant only into the headroom
 that the others' allocations in force leave free (its step 3), and reads those allocations
@@ -458,6 +459,7 @@ def _plan(
             if kept.holds(stored.marker, groups[group][0].effective.quotas, moment, interval_s):
                 summaries[group] = kept
     peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
+    counted: dict[str, tuple[float, ...]] = {}
     unsummarized = [group for group in stale if group not in summaries]
     if unsummarized:
         alive_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
@@ -466,6 +468,7 @@ def _plan(
             reporter_id, unsummarized, alive_after, fresh_after
         ):
             peers[group].append((reporter, key, figures))
+        counted = queries.in_force(unsummarized)
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
@@ -474,9 +477,10 @@ def _plan(
         summary = summaries.get(group)
         found = rows.get(group)
         if summary is None or found is None:
-            summary, in_force = _summarize(
+            summary = _summarize(
                 reporter_id, markers.get(group, 0), moment, quotas, peers[group], entries, before
             )
+            in_force = list(counted.get(group, (0.0,) * len(DIMENSIONS)))
         else:
             in_force = list(found.in_force)
             summary = summary.updated(
@@ -541,15 +545,13 @@ def _summarize(
     members: list[tuple[str, NamespaceKey, Figures]],
     entries: list[_Entry],
     before: list[Rates],
-) -> tuple[GroupSummary, list[float]]:
-    """A group's summary from every reporter's row (the reporter's own as it reports now),
-    and the group's sums in force, counted anew."""
+) -> GroupSummary:
+    """A group's summary from its live reporters' fresh rows (the reporter's own as it
+    reports now)."""
     dimensions: list[DimensionSummary | None] = []
-    in_force: list[float] = []
     for index, quota in enumerate(quotas):
         if quota is None:
             dimensions.append(None)
-            in_force.append(0.0)
             continue
         usage, demand, allocation = 3 * index + USAGE, 3 * index + DEMAND, 3 * index + ALLOCATION
         reports = [
@@ -573,9 +575,8 @@ def _summarize(
                 sum((r.demand for r in reports if r.demand < UNKNOWN), 0.0),
             )
         )
-        in_force.append(sum((r.allocation or 0.0 for r in reports), 0.0))
     reporters = len({reporter for reporter, _, _ in members}) + 1
-    return GroupSummary(marker, moment, reporters, tuple(dimensions)), in_force
+    return GroupSummary(marker, moment, reporters, tuple(dimensions))
 
 
 def _stale(known: Plan | None, entries: list[_Entry]) -> bool:

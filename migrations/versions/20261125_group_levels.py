@@ -7,7 +7,8 @@ Create Date: 2026-11-25 04:30:00.000000
 A grant read every reporter of its group, so a report of a big group cost O(n), and a
 settling group O(n²) per interval. Each group's row now holds what every grant needs of all
 its reporters: a summary of their demands (its water levels, refreshed at most every quarter
-interval) and, per dimension, the sum of the allocations in force, kept by every grant.
+interval) and, per dimension, the sum of the allocations in force, kept by every grant and
+counted again, from the rows counted in the group, with each summary.
 """
 
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_quota_usage_resource_group"), table_name="quota_usage")
     with op.batch_alter_table("quota_groups") as batch:
         for dimension in reversed(DIMENSIONS):
             batch.drop_column(f"{dimension}_in_force")

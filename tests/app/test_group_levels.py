@@ -1,0 +1,111 @@
+"""A group's summary and sums in force (`app.quota.levels`), through real reports on two
+server processes' worth of apps (both databases): the sums stay those of the rows counted in
+the group whatever joins, leaves, moves or expires, and the summary is made anew only when
+it no longer holds."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+
+from app.models import QuotaGroup, QuotaUsage
+from app.quota.levels import SUMMARY_INTERVALS, GroupSummary
+from tests.app.conftest import FakeClock
+from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
+    INTERVAL_S,
+    QUOTA,
+    Auth,
+    allocated,
+    body,
+    report,
+    world,
+)
+from tests.conftest import SUPERUSER
+
+
+def in_force(engine: Engine) -> tuple[float, float]:
+    """The group's stored sum in force, and the sum of its rows' allocations."""
+    with engine.connect() as connection:
+        stored = connection.scalar(
+            select(QuotaGroup.publish_msgs_in_force).where(QuotaGroup.name == "rg")
+        )
+        rows = connection.scalar(
+            select(func.coalesce(func.sum(QuotaUsage.publish_msgs_allocation), 0.0)).where(
+                QuotaUsage.resource_group == "rg"
+            )
+        )
+    return float(stored or 0.0), float(rows or 0.0)
+
+
+def summary(engine: Engine) -> GroupSummary:
+    with engine.connect() as connection:
+        text = connection.scalar(select(QuotaGroup.levels).where(QuotaGroup.name == "rg"))
+    assert text is not None
+    return GroupSummary.from_json(text)
+
+
+@pytest.mark.usefixtures("world")
+class TestSumsInForce:
+    def test_the_sums_follow_joins_leaves_moves_and_expiry(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        headers = auth("job")
+        demands = {f"w{i}": 150.0 * (i + 1) for i in range(6)}
+        for round_ in range(6):
+            clock.now += INTERVAL_S / 3
+            for index, (reporter, demand) in enumerate(demands.items()):
+                if round_ >= index // 2:  # two more workers join every round
+                    report(servers[index % 2], headers, reporter, body(clock, demand))
+            stored, rows = in_force(engine)
+            assert stored == pytest.approx(rows, abs=1e-6)
+            assert stored <= QUOTA * 1.05
+
+        # One releases its share, one moves to a namespace of no group, one goes silent.
+        client = TestClient(servers[0])
+        assert client.delete("/quota/v1/reporters/w0", headers=headers).status_code == 204
+        report(servers[1], auth(SUPERUSER), "w1", body(clock, 300, ns="t/other"))
+        stored, rows = in_force(engine)
+        assert stored == pytest.approx(rows, abs=1e-6)
+        for _ in range(4):
+            clock.now += INTERVAL_S
+            for index, reporter in enumerate(["w2", "w3", "w4"]):
+                report(servers[index % 2], headers, reporter, body(clock, demands[reporter]))
+            stored, rows = in_force(engine)
+            assert stored == pytest.approx(rows, abs=1e-6)
+        with engine.connect() as connection:
+            left = set(connection.scalars(select(QuotaUsage.reporter_id).distinct()))
+        assert left == {"w2", "w3", "w4"}  # w1 and w5 went silent and expired
+        # The three left in the group get the whole quota between them, fairly.
+        rates = [
+            allocated(report(servers[0], headers, r, body(clock, 800))) for r in ("w2", "w3", "w4")
+        ]
+        assert sum(rates) == pytest.approx(QUOTA, rel=0.05)
+
+
+@pytest.mark.usefixtures("world")
+class TestSummary:
+    def test_made_anew_only_once_it_no_longer_holds(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        headers = auth("job")
+        report(servers[0], headers, "a", body(clock, 400))
+        first = summary(engine)
+        # Within a sixteenth of an interval, a newcomer is granted from the same summary,
+        # though its demand changed the group; the sums it shows follow.
+        clock.now += SUMMARY_INTERVALS * INTERVAL_S / 2
+        report(servers[1], headers, "b", body(clock, 300))
+        kept = summary(engine)
+        assert (kept.marker, kept.at) == (first.marker, first.at)
+        assert kept.reporters == 2
+        dimension = kept.dimensions[0]
+        assert dimension is not None
+        assert dimension.demand == pytest.approx(700)
+        # Past it, the next report makes it anew, from every reporter.
+        clock.now += SUMMARY_INTERVALS * INTERVAL_S
+        report(servers[0], headers, "a", body(clock, 400))
+        fresh = summary(engine)
+        assert fresh.at == clock.now
+        assert fresh.dimensions[0] is not None
+        assert fresh.dimensions[0].levels.reporters == 2
