@@ -31,6 +31,9 @@ def upgrade() -> None:
             batch.add_column(
                 sa.Column(f"{dimension}_in_force", sa.Double(), server_default="0", nullable=False)
             )
+    op.create_index(
+        op.f("ix_quota_usage_resource_group"), "quota_usage", ["resource_group"], unique=False
+    )
 
 
 def downgrade() -> None:
