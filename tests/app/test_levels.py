@@ -1,0 +1,80 @@
+"""A group's summary (`app.quota.levels`) and grants made from one a moment old: the quota
+bound rests on the sums in force alone, and a summary survives its JSON."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from app.quota.allocator import PROBE, Report, grant, plan, summarize
+from app.quota.levels import DimensionSummary, GroupSummary
+
+QUOTA = 1000.0
+
+
+def test_grants_from_fresh_levels_are_the_plans() -> None:
+    rng = random.Random(7)
+    reports = [
+        Report(f"r{i}", 0.0, rng.uniform(0, 600), rng.choice([None, rng.uniform(0, 300)]), ns)
+        for i, ns in enumerate("aabbbc")
+    ]
+    levels = summarize(QUOTA, reports)
+    in_force = sum(report.allocation or 0.0 for report in reports)
+    planned = plan(QUOTA, reports)
+    for report in reports:
+        assert grant(levels, report, in_force) == planned[report.reporter]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stale_levels_never_lift_the_sum_in_force_past_the_quota(seed: int) -> None:
+    """Levels summarized once, then many grants as reporters come and go and their demands
+    move: each grant is applied as the store applies it (the sum in force moves by what it
+    changed). Rises only take free headroom; newcomers' probes add 2% of the quota at most,
+    and past that each newcomer its floor (a hundredth of an equal share)."""
+    rng = random.Random(seed)
+    allocations: dict[str, float | None] = {f"r{i}": None for i in range(8)}
+    demands = {reporter: rng.uniform(0, 800) for reporter in allocations}
+    levels = summarize(QUOTA, [Report(r, 0.0, d, None) for r, d in demands.items()])
+    in_force = 0.0
+    newcomers = 0
+    for step in range(400):
+        reporter = rng.choice(sorted(allocations))
+        if rng.random() < 0.05:  # a newcomer the summary never saw
+            reporter = f"n{step}"
+            allocations[reporter] = None
+            newcomers += 1
+        demands[reporter] = rng.uniform(0, 800)
+        was = allocations[reporter]
+        report = Report(reporter, 0.0, demands[reporter], was)
+        given = grant(levels, report, in_force)
+        in_force += given.rate - (was or 0.0)
+        allocations[reporter] = given.rate
+        levels = levels.settled(report, given.rate)
+        assert in_force == pytest.approx(sum(a or 0.0 for a in allocations.values()))
+        assert in_force <= QUOTA * (1 + PROBE) + newcomers * levels.floor + 1e-6
+
+
+def test_settled_moves_the_shortfall_by_what_a_grant_changed() -> None:
+    reports = [Report("a", 0.0, 600.0, 100.0), Report("b", 0.0, 600.0, 100.0)]
+    levels = summarize(QUOTA, reports)
+    assert levels.shortfall == pytest.approx(800)  # each wants 500, has 100
+    after = levels.settled(reports[0], 500.0)
+    assert after.shortfall == pytest.approx(400)
+    assert after.settled(reports[1], 50.0).shortfall == pytest.approx(400 + 50)
+
+
+def test_a_summary_survives_its_json() -> None:
+    reports = [Report("a", 10.0, 50.0, 40.0, "x"), Report("b", 20.0, math.inf, None, "y")]
+    levels = summarize(QUOTA, reports)
+    summary = GroupSummary(
+        marker=42,
+        at=1_800_000_000.5,
+        reporters=2,
+        dimensions=(DimensionSummary(levels, 30.0, 50.0), None, None, None),
+    )
+    assert GroupSummary.from_json(summary.to_json()) == summary
+    assert summary.holds(42, (QUOTA, None, None, None), summary.at + 100, 1.0)
+    assert not summary.holds(43, (QUOTA, None, None, None), summary.at + 1, 1.0)
+    assert not summary.holds(42, (QUOTA / 2, None, None, None), summary.at, 1.0)
