@@ -171,10 +171,15 @@ class UsageRepository:
             for row in self._run(self.sql.in_force, {"groups": groups})
         }
 
-    def save_group(self, group: str, levels: str | None, in_force: Sequence[float]) -> None:
-        parameters: dict[str, Any] = {"group_name": group, "group_levels": levels}
-        parameters.update(zip(self.sql.set_in_force, in_force, strict=True))
-        self._run(self.sql.save_group, parameters)
+    def save_groups(self, groups: Iterable[tuple[str, str | None, Sequence[float]]]) -> None:
+        """Store each (group, summary JSON, sums in force), in one statement."""
+        rows = []
+        for group, levels, in_force in groups:
+            parameters: dict[str, Any] = {"group_name": group, "group_levels": levels}
+            parameters.update(zip(self.sql.set_in_force, in_force, strict=True))
+            rows.append(parameters)
+        if rows:
+            self._run(self.sql.save_group, rows)
 
     def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
         """Take allocations out of their groups' sums in force: rows that left the groups."""

@@ -469,6 +469,7 @@ def _plan(
         ):
             peers[group].append((reporter, key, figures))
         counted = queries.in_force(unsummarized)
+    saved: list[tuple[str, str | None, list[float]]] = []
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
@@ -508,8 +509,7 @@ def _plan(
                 granted[index] = given
             dimensions[index] = replace(dimension, levels=levels)
         summary = replace(summary, dimensions=tuple(dimensions))
-        if save:
-            queries.save_group(group, summary.to_json(), in_force)
+        saved.append((group, summary.to_json(), in_force))
         plans[group] = Plan(
             id=new_token(),
             marker=markers.get(group, 0),
@@ -526,6 +526,8 @@ def _plan(
         )
         if stats is not None:
             stats.record(group, *_totals(summary, in_force))
+    if save:
+        queries.save_groups(saved)
     return set(stale)
 
 
