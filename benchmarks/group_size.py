@@ -1,6 +1,6 @@
 """Does a report cost the same whatever the size of its group, on PostgreSQL?
 
-    python -m benchmarks.group_size [--sizes 10,100,1000,5000] [--rate 250] [--postgres-url URL]
+    python -m benchmarks.group_size [--sizes 10,100,1000,5000] [--rate 100] [--postgres-url URL]
 
 prints one JSON object: for each size ``n``, ``n`` workers (reporters of one namespace each,
 as rgspark's Python workers are) share one group, on ``rgadmin serve --workers 1`` against a
@@ -8,8 +8,9 @@ PostgreSQL database created for the run and dropped afterwards. The report inter
 one in which ``n`` workers at ``--rate`` reports a second fit (at least 1 s; 100/s is about
 what one server process takes here), so that every worker reports about once an interval,
 as in a real fleet of that size held by one process at capacity: the server's periodic work
-(a group's summaries, expiry) then comes as often per report as it would there. Each size runs five rounds in which every worker reports once, one report after
-another on one keep-alive connection (sizes too small for 2,000 reports run them again with
+(a group's summaries, expiry) then comes as often per report as it would there. Each size
+runs five rounds in which every worker reports once, one report after another on one
+keep-alive connection (sizes too small for 2,000 reports run them again with
 new workers, the old ones released): the first (every worker joins, its demand unknown),
 two while the allocations settle, one that moves every demand by 10% (every figure is
 recorded anew), and one more to settle. Those are the rounds in which the allocator's inputs

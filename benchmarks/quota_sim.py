@@ -37,8 +37,9 @@ silent for 3 intervals is gone; a released one at once) and answers the reportin
 only, with the algorithm's rate for ``publishMsgs`` (the other dimensions unlimited):
 
 - ``project``: `app.quota.allocator` as the store runs it, each report in its namespace: the
-  grant from the group's summary (made anew at most every quarter interval, when something
-  changed) and the allocations in force, its fallback, and when to report next.
+  grant from the group's summary (made anew, once something changed, every sixteenth of the
+  group's reporters granted from it) and the allocations in force, its fallback, and when
+  to report next.
 - ``pulsar``: Pulsar's calculator, quota x own usage / total usage; the full quota when its
   own or the total usage is 0.
 - ``static``: quota / number of reporters.
@@ -88,7 +89,7 @@ import httpx
 
 from app.quota.allocator import Levels, Report, grant, moved, summarize
 from app.quota.fair import max_min_fair
-from app.quota.levels import SUMMARY_INTERVALS
+from app.quota.levels import SUMMARY_SHARE
 from app.quota.store import ALLOCATION_CHANGE
 
 try:
@@ -195,30 +196,25 @@ class Scenario:
 
 # --- the server: the store's fresh reports, answered with one algorithm ---------------------
 
-# (quota, fresh reports, the reporter answered, interval, now in s) -> (rate, fallback, next
-# report in s)
-Answer = Callable[[float, Sequence[Report], str, float, float], tuple[float, float, float]]
+# (quota, fresh reports, the reporter answered, interval) -> (rate, fallback, next report in s)
+Answer = Callable[[float, Sequence[Report], str, float], tuple[float, float, float]]
 
 
 class _Project:
     """`app.quota.allocator` as the store runs it (`app.quota.store`): each grant from the
-    group's summary (`summarize`), made anew when something it reads changed and it is
-    `SUMMARY_INTERVALS` old, and from the sum of the allocations in force, read exactly; an
-    allocation that moved by less than 0.1% is kept as it was."""
+    group's summary (`summarize`), made anew once something it reads changed and a
+    `SUMMARY_SHARE` of the reporters it saw were granted from it, and from the sum of the
+    allocations in force, read exactly; an allocation that moved by less than 0.1% is kept
+    as it was."""
 
     def __init__(self) -> None:
         self.levels: Levels | None = None
-        self.at_s = 0.0
+        self.grants = 0
         self.seen: dict[str, Report] = {}
         self.changed = True
 
     def __call__(
-        self,
-        quota: float,
-        reports: Sequence[Report],
-        reporter: str,
-        interval_s: float,
-        now_s: float,
+        self, quota: float, reports: Sequence[Report], reporter: str, interval_s: float
     ) -> tuple[float, float, float]:
         seen = {report.reporter: report for report in reports}
         self.changed = self.changed or seen != self.seen
@@ -226,10 +222,11 @@ class _Project:
         if (
             levels is None
             or levels.quota != quota
-            or (self.changed and now_s - self.at_s >= SUMMARY_INTERVALS * interval_s)
+            or (self.changed and self.grants >= SUMMARY_SHARE * levels.reporters)
         ):
             levels = self.levels = summarize(quota, reports)
-            self.at_s, self.changed = now_s, False
+            self.grants, self.changed = 0, False
+        self.grants += 1
         mine = seen[reporter]
         given = grant(levels, mine, sum(report.allocation or 0.0 for report in reports))
         rate = given.rate
@@ -241,7 +238,7 @@ class _Project:
 
 
 def _pulsar(
-    quota: float, reports: Sequence[Report], reporter: str, interval_s: float, now_s: float
+    quota: float, reports: Sequence[Report], reporter: str, interval_s: float
 ) -> tuple[float, float, float]:
     total = sum(r.usage for r in reports)
     own = next(r.usage for r in reports if r.reporter == reporter)
@@ -250,7 +247,7 @@ def _pulsar(
 
 
 def _static(
-    quota: float, reports: Sequence[Report], reporter: str, interval_s: float, now_s: float
+    quota: float, reports: Sequence[Report], reporter: str, interval_s: float
 ) -> tuple[float, float, float]:
     return quota / len(reports), quota / len(reports), interval_s
 
@@ -317,7 +314,7 @@ class _Server:
         current = None if stored is None else stored.allocation
         self.reports[reporter] = Report(reporter, usage, demand, current, namespace)
         rate, fallback, after_s = self.answer(
-            self.quota, list(self.reports.values()), reporter, self.interval_s, now / NS
+            self.quota, list(self.reports.values()), reporter, self.interval_s
         )
         rate = max(rate, MIN_RATE)
         self.reports[reporter] = replace(self.reports[reporter], allocation=rate)

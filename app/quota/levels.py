@@ -5,10 +5,11 @@ demand (`app.quota.allocator.Levels`). Read from every reporter on every report,
 a report of a group of n reporters cost O(n), and a settling group, where every report
 changes something, O(n²) an interval. So one report summarizes the group (reads every
 reporter, O(n)) and stores the summary in the group's row; the reports after it read that
-one row, until the group's inputs change and the summary is `SUMMARY_INTERVALS` old. A
-group is therefore summarized at most sixteen times an interval whatever its size, and a
-report costs the same for 10 reporters or 5,000 (with its share of the summaries, O(1) per
-report on average: each reporter reports at least once an interval). Between summaries,
+one row, until the group's inputs changed and a `SUMMARY_SHARE` of its reporters (a
+sixteenth) have been granted from it since. A group of n reporters is therefore summarized
+at most once every n/16 grants: a report costs the same for 10 reporters or 5,000 (with its
+share of the summaries, O(1) on average), and a group of up to 16 is summarized afresh at
+every report after a change, as exactly as if every report read every reporter. Between summaries,
 each grant moves the summary's shortfall by what it changed (`Levels.settled`), and each
 report its sums of usage and demand (`GroupSummary.updated`).
 
@@ -29,9 +30,9 @@ from app.quota.allocator import UNKNOWN, Levels
 from app.quota.effective import Quotas
 from app.quota.statements import DEMAND, USAGE, Figures
 
-__all__ = ["SUMMARY_INTERVALS", "DimensionSummary", "GroupSummary"]
+__all__ = ["SUMMARY_SHARE", "DimensionSummary", "GroupSummary"]
 
-SUMMARY_INTERVALS = 1 / 16  # a group is summarized at most this often, in intervals
+SUMMARY_SHARE = 1 / 16  # of a group's reporters: grants from one summary once it changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,18 +50,21 @@ class DimensionSummary:
 class GroupSummary:
     marker: int
     """The group's marker when summarized: a summary stands while it has not moved."""
-    at: float
-    """When it was made, in seconds since the epoch."""
+    units: int
+    """The reporters' namespaces it was made from (the allocator's reporters)."""
+    grants: int
+    """Reports granted from it since it was made."""
     reporters: int
     dimensions: tuple[DimensionSummary | None, ...]
     """Per dimension, None where the group does not limit it."""
 
-    def holds(self, marker: int, quotas: Quotas, now: float, interval_s: float) -> bool:
+    def holds(self, marker: int, quotas: Quotas) -> bool:
         """Whether grants may still be made from it: made under the same quotas, and either
-        nothing changed since, or it is younger than `SUMMARY_INTERVALS`."""
+        nothing changed since, or fewer than a `SUMMARY_SHARE` of the reporters it saw have
+        been granted from it."""
         if self.quotas != tuple(quotas):
             return False
-        return marker == self.marker or now - self.at < SUMMARY_INTERVALS * interval_s
+        return marker == self.marker or self.grants < SUMMARY_SHARE * self.units
 
     def updated(self, before: Sequence[Figures | None], after: Sequence[Figures]) -> GroupSummary:
         """The summary with one reporter's figures as it reports them now (``after``, per
@@ -80,7 +84,12 @@ class GroupSummary:
                 )
             dimensions.append(replace(dimension, usage=max(usage, 0.0), demand=max(demand, 0.0)))
         joined = all(old is None for old in before)
-        return replace(self, reporters=self.reporters + joined, dimensions=tuple(dimensions))
+        return replace(
+            self,
+            grants=self.grants + 1,
+            reporters=self.reporters + joined,
+            dimensions=tuple(dimensions),
+        )
 
     @property
     def quotas(self) -> Quotas:
@@ -90,7 +99,8 @@ class GroupSummary:
         return json.dumps(
             {
                 "marker": self.marker,
-                "at": self.at,
+                "units": self.units,
+                "grants": self.grants,
                 "reporters": self.reporters,
                 "dimensions": [None if d is None else _dimension(d) for d in self.dimensions],
             },
@@ -102,10 +112,11 @@ class GroupSummary:
         raw = json.loads(text)
         return cls(
             marker=raw["marker"],
-            at=raw["at"],
+            units=raw["units"],
+            grants=raw["grants"],
             reporters=raw["reporters"],
             dimensions=tuple(
-                None if d is None else _dimension_of(d, raw["reporters"]) for d in raw["dimensions"]
+                None if d is None else _dimension_of(d, raw["units"]) for d in raw["dimensions"]
             ),
         )
 

@@ -18,11 +18,11 @@ at its next report; until then it keeps its grants, which the same inputs would 
 row, which holds the group's summary (its water levels, `app.quota.levels`) and, per
 dimension, the sum of the allocations in force. The grant is made from those (O(1),
 `app.quota.allocator.grant`), the sums move by what it changed, and the row is written back.
-Only when the summary no longer holds (the group changed and it is older than
-`SUMMARY_INTERVALS`) does the report read every row of the group, make the summary anew and
-count the sums again from every row counted in the group (O(n)): at most a few times an
-interval per group, so a report of a group of 5,000 reporters costs what one of 10 does,
-its share of the summaries aside. Rows that leave a group (released, expired, dropped,
+Only when the summary no longer holds (the group changed, and a sixteenth of its reporters
+were granted from it since) does the report read every row of the group, make the summary
+anew and count the sums again from every row counted in the group (O(n)): once every n/16
+grants at most, so a report of a group of 5,000 reporters costs what one of 10 does, its
+share of the summaries aside. Rows that leave a group (released, expired, dropped,
 moved) take their allocations out of its sums as they go, so the sums are always those of
 the allocations of the rows counted in the group.
 
@@ -451,12 +451,11 @@ def _plan(
     rows = queries.group_rows(stale)
     for group, row in rows.items():
         markers.setdefault(group, row.marker)
-    moment = now.timestamp()
     summaries: dict[str, GroupSummary] = {}
     for group, stored in rows.items():
         if stored.levels is not None:
             kept = GroupSummary.from_json(stored.levels)
-            if kept.holds(stored.marker, groups[group][0].effective.quotas, moment, interval_s):
+            if kept.holds(stored.marker, groups[group][0].effective.quotas):
                 summaries[group] = kept
     peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
     counted: dict[str, tuple[float, ...]] = {}
@@ -479,7 +478,7 @@ def _plan(
         found = rows.get(group)
         if summary is None or found is None:
             summary = _summarize(
-                reporter_id, markers.get(group, 0), moment, quotas, peers[group], entries, before
+                reporter_id, markers.get(group, 0), quotas, peers[group], entries, before
             )
             in_force = list(counted.get(group, (0.0,) * len(DIMENSIONS)))
         else:
@@ -542,7 +541,6 @@ def _in_force_in(entry: _Entry, group: str) -> Rates:
 def _summarize(
     reporter_id: str,
     marker: int,
-    moment: float,
     quotas: Sequence[float | None],
     members: list[tuple[str, NamespaceKey, Figures]],
     entries: list[_Entry],
@@ -578,7 +576,8 @@ def _summarize(
             )
         )
     reporters = len({reporter for reporter, _, _ in members}) + 1
-    return GroupSummary(marker, moment, reporters, tuple(dimensions))
+    units = len(members) + len(entries)
+    return GroupSummary(marker, units, 1, reporters, tuple(dimensions))  # its first grant
 
 
 def _stale(known: Plan | None, entries: list[_Entry]) -> bool:

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
 from app.models import QuotaGroup, QuotaUsage
-from app.quota.levels import SUMMARY_INTERVALS, GroupSummary
+from app.quota.levels import SUMMARY_SHARE, GroupSummary
 from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     INTERVAL_S,
@@ -86,26 +86,44 @@ class TestSumsInForce:
 
 @pytest.mark.usefixtures("world")
 class TestSummary:
-    def test_made_anew_only_once_it_no_longer_holds(
+    def test_a_small_group_is_summarized_afresh_at_every_report_after_a_change(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
     ) -> None:
         headers = auth("job")
-        report(servers[0], headers, "a", body(clock, 400))
+        report(servers[0], headers, "a", body(clock, 2000))
         first = summary(engine)
-        # Within a sixteenth of an interval, a newcomer is granted from the same summary,
-        # though its demand changed the group; the sums it shows follow.
-        clock.now += SUMMARY_INTERVALS * INTERVAL_S / 2
         report(servers[1], headers, "b", body(clock, 300))
-        kept = summary(engine)
-        assert (kept.marker, kept.at) == (first.marker, first.at)
-        assert kept.reporters == 2
-        dimension = kept.dimensions[0]
-        assert dimension is not None
-        assert dimension.demand == pytest.approx(700)
-        # Past it, the next report makes it anew, from every reporter.
-        clock.now += SUMMARY_INTERVALS * INTERVAL_S
-        report(servers[0], headers, "a", body(clock, 400))
+        second = summary(engine)
+        assert second.marker != first.marker
+        assert second.units == 2
+        # a's next answer knows b: its fair share (its fallback) is what b leaves it.
+        answer = report(servers[0], headers, "a", body(clock, 2000))
+        assert answer["namespaces"]["t/ns"]["fallbackAllocations"]["publishMsgs"] == (
+            pytest.approx(QUOTA - 300)
+        )
+
+    def test_a_big_group_grants_a_sixteenth_of_its_reporters_from_one_summary(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        headers = auth("job")
+        for index in range(64):
+            report(servers[index % 2], headers, f"w{index}", body(clock, 100))
+        made = summary(engine)
+        assert made.units >= 60
+        made_demand = made.dimensions[0].demand if made.dimensions[0] else None
+        # The group changes at every report (a demand doubles); the summary holds until a
+        # sixteenth of the reporters it saw were granted from it, and the sums it shows
+        # follow every report meanwhile.
+        moved = 0
+        while made.grants + moved < SUMMARY_SHARE * made.units:
+            report(servers[moved % 2], headers, f"w{moved}", body(clock, 200))
+            moved += 1
+            kept = summary(engine)
+            assert (kept.marker, kept.grants) == (made.marker, made.grants + moved)
+            assert kept.dimensions[0] is not None
+            assert kept.dimensions[0].demand == pytest.approx((made_demand or 0) + 100 * moved)
+        assert moved >= 1
+        report(servers[0], headers, f"w{moved}", body(clock, 200))
         fresh = summary(engine)
-        assert fresh.at == clock.now
-        assert fresh.dimensions[0] is not None
-        assert fresh.dimensions[0].levels.reporters == 2
+        assert fresh.marker != made.marker
+        assert fresh.grants == 1

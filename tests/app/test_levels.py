@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -70,11 +71,16 @@ def test_a_summary_survives_its_json() -> None:
     levels = summarize(QUOTA, reports)
     summary = GroupSummary(
         marker=42,
-        at=1_800_000_000.5,
+        units=2,
+        grants=1,
         reporters=2,
         dimensions=(DimensionSummary(levels, 30.0, 50.0), None, None, None),
     )
     assert GroupSummary.from_json(summary.to_json()) == summary
-    assert summary.holds(42, (QUOTA, None, None, None), summary.at + 100, 1.0)
-    assert not summary.holds(43, (QUOTA, None, None, None), summary.at + 1, 1.0)
-    assert not summary.holds(42, (QUOTA / 2, None, None, None), summary.at, 1.0)
+    assert summary.holds(42, (QUOTA, None, None, None))
+    # Changed: it holds for a sixteenth of the reporters it saw (past its own first grant).
+    big = replace(summary, units=32)
+    assert big.holds(43, (QUOTA, None, None, None))
+    assert not replace(big, grants=2).holds(43, (QUOTA, None, None, None))
+    assert not summary.holds(43, (QUOTA, None, None, None))
+    assert not summary.holds(42, (QUOTA / 2, None, None, None))
