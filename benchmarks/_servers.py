@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import http.client
 import os
@@ -51,6 +52,17 @@ def free_port() -> int:
 def clean_env() -> dict[str, str]:
     # The README's defaults are what is measured: no RG_* setting may leak in from the caller.
     return {name: value for name, value in os.environ.items() if not name.startswith("RG_")}
+
+
+def server_env(database_url: str, secret_key: bytes, superuser: str) -> dict[str, str]:
+    """`clean_env` for ``rgadmin`` on ``database_url``, trusting tokens signed with
+    ``secret_key`` (HS256) and taking ``superuser`` as its superuser role."""
+    return {
+        **clean_env(),
+        "RG_DATABASE_URL": database_url,
+        "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(secret_key).decode(),
+        "RG_SUPERUSER_ROLES": superuser,
+    }
 
 
 def rgadmin() -> list[str]:

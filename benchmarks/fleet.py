@@ -75,7 +75,6 @@ reporter that never got its first answer, a thread that did not end, a failed re
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import itertools
 import json
@@ -105,10 +104,10 @@ from app.auth import create_token, generate_secret_key
 from benchmarks._servers import (
     HOST,
     Server,
-    clean_env,
     log_tail,
     migrate_rgadmin,
     serve_rgadmin,
+    server_env,
     stop,
 )
 from benchmarks.quota_sim import (
@@ -525,13 +524,8 @@ def run(
     workdir = Path(tempfile.mkdtemp(prefix="rg-fleet-"))
     try:
         with _database(database, workdir) as (database_url, database_kind):
-            env = {
-                **clean_env(),
-                "RG_DATABASE_URL": database_url,
-                "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(key).decode(),
-                "RG_SUPERUSER_ROLES": SUPERUSER,
-                "RG_REPORT_INTERVAL_SECONDS": repr(scenario.interval_s),
-            }
+            env = server_env(database_url, key, SUPERUSER)
+            env["RG_REPORT_INTERVAL_SECONDS"] = repr(scenario.interval_s)
             migrate_rgadmin(workdir, env)
             with _servers(server_processes, workdir, env) as servers:
                 result = _live(scenario, servers, key, trace)

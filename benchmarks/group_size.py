@@ -1,6 +1,7 @@
 """Does a report cost the same whatever the size of its group, on PostgreSQL?
 
-    python -m benchmarks.group_size [--sizes 10,100,1000,5000] [--rate 100] [--postgres-url URL]
+    python -m benchmarks.group_size [--sizes 10,100,1000,5000] [--rate 100]
+                                    [--min-reports 2000] [--postgres-url URL]
 
 prints one JSON object: for each size ``n``, ``n`` workers (reporters of one namespace each,
 as rgspark's Python workers are) share one group, on ``rgadmin serve --workers 1`` against a
@@ -25,7 +26,6 @@ however loaded the machine is.
 from __future__ import annotations
 
 import argparse
-import base64
 import http.client
 import json
 import random
@@ -40,7 +40,7 @@ from typing import Any
 import psycopg
 
 from app.auth import create_token, generate_secret_key
-from benchmarks._servers import HOST, clean_env, serve_rgadmin, stop
+from benchmarks._servers import HOST, serve_rgadmin, server_env, stop
 from benchmarks.usage_ingest import (
     DEFAULT_POSTGRES_URL,
     DIMENSIONS,
@@ -59,7 +59,6 @@ ROUNDS = ("join", "settle", "settle", "change", "settle")
 CHANGE = 1.10  # every demand 10% up: beyond the 5% under which figures are held
 FLATNESS_BAR = 1.2
 WARM_UP = 20  # workers whose reports warm the server up, apart
-MIN_REPORTS = 2000  # reports measured per size, at the least
 
 
 def _bodies(size: int, round_: int, interval_ms: int) -> list[bytes]:
@@ -78,7 +77,9 @@ def _bodies(size: int, round_: int, interval_ms: int) -> list[bytes]:
     return bodies
 
 
-def _size(size: int, rate: float, workdir: Path, env: dict[str, str], token: str) -> dict[str, Any]:
+def _size(
+    size: int, rate: float, min_reports: int, workdir: Path, env: dict[str, str], token: str
+) -> dict[str, Any]:
     interval_s = max(1.0, size / rate)
     server = serve_rgadmin(
         workdir, f"size-{size}", {**env, "RG_REPORT_INTERVAL_SECONDS": str(interval_s)}
@@ -107,8 +108,8 @@ def _size(size: int, rate: float, workdir: Path, env: dict[str, str], token: str
             connection.request("DELETE", f"/quota/v1/reporters/warm-{worker}", headers=headers)
             connection.getresponse().read()
         # Small groups run their rounds again, with new workers, until they have made
-        # `MIN_REPORTS`: a figure of a few dozen reports would be noise.
-        cycles = max(1, -(-MIN_REPORTS // (size * len(ROUNDS))))
+        # ``min_reports``: a figure of a few dozen reports would be noise.
+        cycles = max(1, -(-min_reports // (size * len(ROUNDS))))
         for cycle in range(cycles):
             meter.start()
             for bodies in rounds:
@@ -151,6 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--rate", type=float, default=100.0, help="Reports a second the interval is sized for."
     )
+    parser.add_argument(
+        "--min-reports", type=int, default=2000, help="Reports measured per size, at least."
+    )
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     args = parser.parse_args(argv)
     sizes = [int(size) for size in args.sizes.split(",")]
@@ -160,17 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     try:
         with _database(args.postgres_url) as database_url:
-            env = {
-                **clean_env(),
-                "RG_DATABASE_URL": database_url,
-                "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(key).decode(),
-                "RG_SUPERUSER_ROLES": SUPERUSER,
-            }
+            env = server_env(database_url, key, SUPERUSER)
             _migrate(database_url, env, workdir)
             _populate(database_url, Layout(1, 1, 1), spark_groups=2)
             for size in sizes:
                 _empty(database_url)
-                results.append(_size(size, args.rate, workdir, env, token))
+                results.append(_size(size, args.rate, args.min_reports, workdir, env, token))
                 print(f"{size} workers: {results[-1]['cpu_ms_per_report']} ms", file=sys.stderr)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

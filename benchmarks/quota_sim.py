@@ -37,7 +37,7 @@ silent for 3 intervals is gone; a released one at once) and answers the reportin
 only, with the algorithm's rate for ``publishMsgs`` (the other dimensions unlimited):
 
 - ``project``: `app.quota.allocator` as the store runs it, each report in its namespace: the
-  grant from the group's summary (made anew, once something changed, every sixteenth of the
+  grant from the group's summary (made anew, once something changed, every 32nd of the
   group's reporters granted from it) and the allocations in force, its fallback, and when
   to report next.
 - ``pulsar``: Pulsar's calculator, quota x own usage / total usage; the full quota when its

@@ -36,7 +36,6 @@ false).
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import json
 import os
@@ -58,9 +57,9 @@ from app.auth import create_token, generate_secret_key
 from benchmarks._servers import (
     HOST,
     Server,
-    clean_env,
     process_tree_cpu_seconds,
     serve_rgadmin,
+    server_env,
     stop,
 )
 
@@ -113,11 +112,7 @@ class Setup:
 def admin_server(workdir: Path, report_interval_s: float | None) -> Iterator[Setup]:
     """``rgadmin serve`` on a new SQLite database (made and migrated on start) in `workdir`."""
     secret_key = generate_secret_key()
-    env = clean_env() | {
-        "RG_DATABASE_URL": f"sqlite:///{workdir / 'rg.db'}",
-        "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(secret_key).decode(),
-        "RG_SUPERUSER_ROLES": SUPERUSER,
-    }
+    env = server_env(f"sqlite:///{workdir / 'rg.db'}", secret_key, SUPERUSER)
     if report_interval_s is not None:
         env["RG_REPORT_INTERVAL_SECONDS"] = str(report_interval_s)
     server = serve_rgadmin(workdir, "rgadmin", env)

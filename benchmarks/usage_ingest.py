@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import http.client
 import json
@@ -80,10 +79,10 @@ from benchmarks._http_load import _run_loop, event_loop_name, percentile
 from benchmarks._servers import (
     HOST,
     Server,
-    clean_env,
     process_tree_cpu_seconds,
     rgadmin,
     serve_rgadmin,
+    server_env,
     stop,
 )
 
@@ -989,12 +988,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     try:
         with _database(args.postgres_url) as database_url:
-            env = {
-                **clean_env(),
-                "RG_DATABASE_URL": database_url,
-                "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(key).decode(),
-                "RG_SUPERUSER_ROLES": SUPERUSER,
-            }
+            env = server_env(database_url, key, SUPERUSER)
             _migrate(database_url, env, workdir)
             setup_started = time.perf_counter()
             _populate(database_url, layout, args.spark_groups)

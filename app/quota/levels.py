@@ -6,12 +6,12 @@ a report of a group of n reporters cost O(n), and a settling group, where every 
 changes something, O(n²) an interval. So one report summarizes the group (reads every
 reporter, O(n)) and stores the summary in the group's row; the reports after it read that
 one row, until the group's inputs changed and a `SUMMARY_SHARE` of its reporters (a
-sixteenth) have been granted from it since. A group of n reporters is therefore summarized
-at most once every n/16 grants: a report costs the same for 10 reporters or 5,000 (with its
-share of the summaries, O(1) on average), and a group of up to 16 is summarized afresh at
-every report after a change, as exactly as if every report read every reporter. Between summaries,
-each grant moves the summary's shortfall by what it changed (`Levels.settled`), and each
-report its sums of usage and demand (`GroupSummary.updated`).
+thirty-second) have been granted from it since. A group of n reporters is therefore
+summarized at most once every n/32 grants: a report costs the same for 10 reporters or
+5,000 (with its share of the summaries, O(1) on average), and a group of up to 32 is
+summarized afresh at every report after a change, as exactly as if every report read every
+reporter. Between summaries, each grant moves the summary's shortfall by what it changed
+(`Levels.settled`), and each report its sums of usage and demand (`GroupSummary.updated`).
 
 A summary a moment old errs only in the fair shares it gives: a reporter's rise is bounded
 by the headroom that the allocations in force leave free, which each grant reads from the
@@ -32,7 +32,7 @@ from app.quota.statements import DEMAND, USAGE, Figures
 
 __all__ = ["SUMMARY_SHARE", "DimensionSummary", "GroupSummary"]
 
-SUMMARY_SHARE = 1 / 16  # of a group's reporters: grants from one summary once it changed
+SUMMARY_SHARE = 1 / 32  # of a group's reporters: grants from one summary once it changed
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,9 @@ at its next report; until then it keeps its grants, which the same inputs would 
 row, which holds the group's summary (its water levels, `app.quota.levels`) and, per
 dimension, the sum of the allocations in force. The grant is made from those (O(1),
 `app.quota.allocator.grant`), the sums move by what it changed, and the row is written back.
-Only when the summary no longer holds (the group changed, and a sixteenth of its reporters
+Only when the summary no longer holds (the group changed, and a 32nd of its reporters
 were granted from it since) does the report read every row of the group, make the summary
-anew and count the sums again from every row counted in the group (O(n)): once every n/16
+anew and count the sums again from every row counted in the group (O(n)): once every n/32
 grants at most, so a report of a group of 5,000 reporters costs what one of 10 does, its
 share of the summaries aside. Rows that leave a group (released, expired, dropped,
 moved) take their allocations out of its sums as they go, so the sums are always those of

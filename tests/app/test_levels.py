@@ -79,7 +79,7 @@ def test_a_summary_survives_its_json() -> None:
     assert GroupSummary.from_json(summary.to_json()) == summary
     assert summary.holds(42, (QUOTA, None, None, None))
     # Changed: it holds for a sixteenth of the reporters it saw (past its own first grant).
-    big = replace(summary, units=32)
+    big = replace(summary, units=64)
     assert big.holds(43, (QUOTA, None, None, None))
     assert not replace(big, grants=2).holds(43, (QUOTA, None, None, None))
     assert not summary.holds(43, (QUOTA, None, None, None))
