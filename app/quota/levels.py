@@ -58,13 +58,15 @@ class GroupSummary:
     dimensions: tuple[DimensionSummary | None, ...]
     """Per dimension, None where the group does not limit it."""
 
-    def holds(self, marker: int, quotas: Quotas) -> bool:
+    def holds(self, marker: int, quotas: Quotas, *, changing: bool) -> bool:
         """Whether grants may still be made from it: made under the same quotas, and either
-        nothing changed since, or fewer than a `SUMMARY_SHARE` of the reporters it saw have
-        been granted from it."""
+        nothing changed since (the group's marker, and ``changing``: what the reporter
+        reports now), or fewer than a `SUMMARY_SHARE` of the reporters it saw have been
+        granted from it."""
         if self.quotas != tuple(quotas):
             return False
-        return marker == self.marker or self.grants < SUMMARY_SHARE * self.units
+        unchanged = marker == self.marker and not changing
+        return unchanged or self.grants < SUMMARY_SHARE * self.units
 
     def updated(self, before: Sequence[Figures | None], after: Sequence[Figures]) -> GroupSummary:
         """The summary with one reporter's figures as it reports them now (``after``, per

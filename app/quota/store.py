@@ -455,7 +455,9 @@ def _plan(
     for group, stored in rows.items():
         if stored.levels is not None:
             kept = GroupSummary.from_json(stored.levels)
-            if kept.holds(stored.marker, groups[group][0].effective.quotas):
+            entries = groups[group]
+            changing = any(entry.changed for entry in entries)
+            if kept.holds(stored.marker, entries[0].effective.quotas, changing=changing):
                 summaries[group] = kept
     peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
     counted: dict[str, tuple[float, ...]] = {}

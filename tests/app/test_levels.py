@@ -77,10 +77,14 @@ def test_a_summary_survives_its_json() -> None:
         dimensions=(DimensionSummary(levels, 30.0, 50.0), None, None, None),
     )
     assert GroupSummary.from_json(summary.to_json()) == summary
-    assert summary.holds(42, (QUOTA, None, None, None))
-    # Changed: it holds for a sixteenth of the reporters it saw (past its own first grant).
+    quotas = (QUOTA, None, None, None)
+    assert summary.holds(42, quotas, changing=False)
+    # Changed (its marker moved, or the reporter's own figures): it holds for a
+    # `SUMMARY_SHARE` of the reporters it saw, past its own first grant.
     big = replace(summary, units=64)
-    assert big.holds(43, (QUOTA, None, None, None))
-    assert not replace(big, grants=2).holds(43, (QUOTA, None, None, None))
-    assert not summary.holds(43, (QUOTA, None, None, None))
-    assert not summary.holds(42, (QUOTA / 2, None, None, None))
+    assert big.holds(43, quotas, changing=False)
+    assert big.holds(42, quotas, changing=True)
+    assert not replace(big, grants=2).holds(43, quotas, changing=False)
+    assert not summary.holds(43, quotas, changing=False)
+    assert not summary.holds(42, quotas, changing=True)
+    assert not summary.holds(42, (QUOTA / 2, None, None, None), changing=False)
