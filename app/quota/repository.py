@@ -145,9 +145,6 @@ class UsageRepository:
         found = self._run(self.sql.changed_markers, {"since": since, "limit": limit})
         return [(name, marker) for name, marker in found]
 
-    def markers(self, groups: list[str]) -> list[tuple[str, int]]:
-        return [(name, marker) for name, marker in self._run(self.sql.markers, {"groups": groups})]
-
     def remark(self, groups: Iterable[str], now: datetime) -> None:
         """Give the groups new markers: their reporters plan them again at their next report."""
         # Sorted: concurrent reports lock markers in one order, so never wait on each other.

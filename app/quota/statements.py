@@ -136,10 +136,6 @@ class Statements:
             .values(rows_token=bindparam("token"))
         )
 
-        #: (name, marker) of the groups given that have a marker
-        self.markers = select(QuotaGroup.name, QuotaGroup.marker).where(
-            self._among(QuotaGroup.name, "groups")
-        )
         #: (name, marker, levels, *in force per dimension) of the groups given
         self.group_rows = select(
             QuotaGroup.name, QuotaGroup.marker, QuotaGroup.levels, *_IN_FORCE
