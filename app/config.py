@@ -38,6 +38,14 @@ class Settings(BaseSettings):
     report_interval_seconds: float = Field(
         1.0, gt=0, le=3600, description="How often rgspark reporters report usage."
     )
+    report_lease_seconds: float = Field(
+        8.0,
+        gt=0,
+        le=3600,
+        description="How long a steady reporter's answer holds before it reports again "
+        "(changes to its share are pushed to it at once whatever its lease); at least the "
+        "report interval. Also how long a worker that died without releasing holds its share.",
+    )
     max_reporters_per_namespace: int = Field(
         10_000,
         ge=1,

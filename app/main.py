@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 
@@ -38,7 +38,8 @@ from app.errors import register_error_handlers
 from app.metrics import Metrics
 from app.quota import history
 from app.quota.cache import ReportCache
-from app.quota.changes import ChangeWatch
+from app.quota.changes import ChangeWatch, Reading
+from app.quota.repository import UsageRepository
 from app.readcache import group_cache_for
 from app.request_quotas import RequestThrottle
 
@@ -79,9 +80,10 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await state.changes.close()
 
 
-def _generation(sessions: sessionmaker[Session]) -> int:
+def _changes(sessions: sessionmaker[Session], groups: Sequence[str]) -> Reading:
     with sessions() as session:
-        return generation.current(session)
+        wakes = UsageRepository.of(session).wakes(groups) if groups else {}
+        return generation.current(session), wakes
 
 
 def operation_id(route: APIRoute) -> str:
@@ -112,7 +114,7 @@ def create_app(
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.group_cache = group_cache_for(engine)
-    app.state.changes = ChangeWatch(partial(_generation, app.state.sessionmaker))
+    app.state.changes = ChangeWatch(partial(_changes, app.state.sessionmaker))
     app.state.metrics = metrics = Metrics(settings.report_interval_seconds)
     app.state.request_throttle = throttle = RequestThrottle()
     metrics.watch_request_rates(throttle.rates)

@@ -152,7 +152,9 @@ class QuotaReporter(Base):
 
     reporter_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     role: Mapped[str] = mapped_column(String(NAME_LENGTH))
-    last_seen_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
+    lease_until: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
+    """When the reporter is gone unless it reports again: the end of the lease its last
+    answer gave, plus two report intervals' grace (`app.quota.leases`)."""
     rows_token: Mapped[int] = mapped_column(BigInteger, server_default="0")
     """Changed, to a new random value, whenever the reporter's usage rows are written: a
     server process that remembers them knows them current while this has not changed."""
@@ -216,6 +218,9 @@ class QuotaGroup(Base):
     changed_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
     """When the marker last changed: reporters ask for the markers changed since they last
     looked, which is none at all in a steady state."""
+    wake: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    """Moved when the group's fair shares moved enough that reporters holding a lease should
+    learn theirs now (`app.quota.leases`): workers watch it through ``/quota/v1/changes``."""
     levels: Mapped[str | None] = mapped_column(Text)
     """The JSON of the group's last summary (`app.quota.levels`): per dimension, what every
     grant needs to know of all the group's reporters, so that a grant reads one row."""

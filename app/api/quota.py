@@ -7,6 +7,7 @@ workers report to this server, which shares each group's quota among them.
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -26,9 +27,12 @@ from app.quota.schemas import (
     ReportResult,
     UsageReport,
 )
-from app.schemas import NamespaceName, TenantName
+from app.schemas import NAME_PATTERN, NamespaceName, TenantName
 
 router = APIRouter(prefix="/quota/v1", tags=["quota"])
+
+MAX_WATCHED_GROUPS = 100  # groups one long poll may watch: a worker's namespaces' groups
+NAME = re.compile(NAME_PATTERN)
 
 ReporterId = Annotated[
     str, Path(pattern=REPORTER_ID_PATTERN, description="A reporter's id: 1-64 of A-Z a-z 0-9 _ -")
@@ -90,12 +94,13 @@ async def report_usage(request: Request, reporterId: ReporterId) -> Response:
             now=now,
             interval_s=interval_s,
             cache=state.report_cache,
+            max_lease_s=state.settings.report_lease_seconds,
             stats=state.metrics.groups,
             max_reporters=state.settings.max_reporters_per_namespace,
         )
 
     def forget_silent(session: deps.Session) -> None:
-        reporters.expire(session, datetime.fromtimestamp(now, UTC), interval_s, state.report_cache)
+        reporters.expire(session, datetime.fromtimestamp(now, UTC), state.report_cache)
 
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
     answer = await deps.write(request, work)
@@ -141,22 +146,37 @@ async def get_policy(
     return await deps.read(request, work)
 
 
-@router.get("/changes", response_model=AdminChanges, responses=responses(BadRequest, Unauthorized))
+@router.get(
+    "/changes",
+    response_model=AdminChanges,
+    response_model_exclude_none=True,
+    responses=responses(BadRequest, Unauthorized),
+)
 async def watch_changes(
     request: Request,
     after: Annotated[
         int | None,
         Query(description="The generation last seen: the answer waits until it is above it."),
     ] = None,
+    group: Annotated[
+        list[str] | None,
+        Query(
+            max_length=MAX_WATCHED_GROUPS,
+            description="A group to watch, as `WAKE:NAME` with the wake last seen (`:NAME` "
+            "when none was): the answer waits until the wake is another.",
+        ),
+    ] = None,
     waitMs: Annotated[
         int,
         Query(ge=0, le=round(MAX_WAIT_S * 1000), description="The longest to wait, in ms."),
     ] = 30_000,
 ) -> AdminChanges | Response:
-    """The admin generation, once it is above `after`: a long poll that workers hold, so that
-    a change to their limits reaches them at once (see `app.quota.changes`)."""
+    """The admin generation, once it is above `after`, and the watched groups' wakes, once
+    one moved: a long poll that workers hold, so that a change to their limits or shares
+    reaches them at once (see `app.quota.changes`)."""
     principal_of(request)  # any authenticated role: it learns only that something changed
-    waiting = asyncio.ensure_future(request.app.state.changes.wait(after, waitMs / 1000))
+    wakes = _watched(group or [])
+    waiting = asyncio.ensure_future(request.app.state.changes.wait(after, wakes, waitMs / 1000))
     # A worker that closes stops waiting here too, and no longer holds up a shutdown.
     gone = asyncio.ensure_future(_disconnected(request))
     try:
@@ -166,7 +186,19 @@ async def watch_changes(
         gone.cancel()
     if waiting not in done:
         return Response(status_code=204)  # nobody is listening
-    return AdminChanges(generation=waiting.result())
+    generation, found = waiting.result()
+    return AdminChanges(generation=generation, groups=found if group else None)
+
+
+def _watched(groups: list[str]) -> dict[str, int | None]:
+    """``WAKE:NAME`` parameters as {name: wake}, None where no wake was given."""
+    wakes: dict[str, int | None] = {}
+    for watched in groups:
+        wake, colon, name = watched.partition(":")
+        if not colon or not NAME.fullmatch(name) or not (wake == "" or wake.isdigit()):
+            raise BadRequest(f"group must be WAKE:NAME with a group's name, not {watched!r}")
+        wakes[name] = int(wake) if wake else None
+    return wakes
 
 
 async def _disconnected(request: Request) -> None:

@@ -91,6 +91,8 @@ class ReporterState:
     """When the markers of its groups were last looked at."""
     full_check_at: float = 0.0
     """When every one of them was last compared with its rows."""
+    lease_s: float = 0.0
+    """How long its last answer holds (`app.quota.leases`)."""
 
 
 class LastAnswer(NamedTuple):
@@ -154,6 +156,12 @@ class ReportCache:
                 return None
             self._reporters.move_to_end(reporter_id)
             return state
+
+    def lease(self, reporter_id: str) -> float | None:
+        """The lease of the last answer this process gave the reporter, if it remembers."""
+        with self._lock:
+            state = self._reporters.get(reporter_id)
+        return None if state is None else state.lease_s
 
     def last_answer(self, reporter_id: str, generation: int, refs: list[str]) -> LastAnswer | None:
         """The reporter's last answer, if it was about ``refs`` under ``generation``.

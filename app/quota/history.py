@@ -60,8 +60,7 @@ from app.models import (
 )
 from app.quota.allocator import UNKNOWN
 from app.quota.effective import RATE_COLUMN
-from app.quota.reporters import SILENT_INTERVALS
-from app.quota.store import REFRESH_INTERVALS
+from app.quota.leases import fresh_after
 from app.schemas import (
     DimensionHistory,
     GroupNamespace,
@@ -87,20 +86,21 @@ FIELD_OF = {
 }
 
 
-def _live_usage(now: datetime, interval_s: float, *columns: Any) -> Select[Any]:
+def _live_usage(now: datetime, settings: Settings, *columns: Any) -> Select[Any]:
     """``columns`` of the rows the allocator reads: live reporters' fresh rows."""
+    fresh = fresh_after(now, settings.report_interval_seconds, settings.report_lease_seconds)
     return (
         select(*columns)
         .select_from(QuotaUsage)
         .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
         .where(
-            QuotaReporter.last_seen_at > now - timedelta(seconds=SILENT_INTERVALS * interval_s),
-            QuotaUsage.written_at > now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s),
+            QuotaReporter.lease_until > now,
+            QuotaUsage.written_at > fresh,
         )
     )
 
 
-def _sums(at: datetime, interval_s: float, groups: Any) -> Any:
+def _sums(at: datetime, settings: Settings, groups: Any) -> Any:
     """The columns of the samples of ``groups`` (a subquery of names), reporters or not."""
     figures: list[Any] = []
     for dimension in DIMENSIONS:
@@ -119,7 +119,7 @@ def _sums(at: datetime, interval_s: float, groups: Any) -> Any:
     live = (
         _live_usage(
             at,
-            interval_s,
+            settings,
             QuotaUsage.resource_group.label("grp"),
             func.count(distinct(QuotaUsage.reporter_id)).label("reporters"),
             *figures,
@@ -189,9 +189,7 @@ def sample(session: Session, now: float, settings: Settings) -> bool:
         if generation != last_generation:
             changed = changed.union(_configured_anew())
     session.execute(
-        insert(UsageSample).from_select(
-            _SAMPLE_COLUMNS, _sums(at, settings.report_interval_seconds, changed.subquery())
-        )
+        insert(UsageSample).from_select(_SAMPLE_COLUMNS, _sums(at, settings, changed.subquery()))
     )
     horizon = at - timedelta(seconds=settings.usage_history_retention_seconds)
     session.execute(_prune(horizon))
@@ -322,7 +320,7 @@ def read(
         times=moments,
         reporters=[s.reporters for s in series],
         dimensions=UsageDimensions(**dimensions),
-        namespaces=_members(session, group, now, settings.report_interval_seconds),
+        namespaces=_members(session, group, now, settings),
     )
 
 
@@ -335,7 +333,7 @@ def _epoch(moment: datetime) -> float:
     return _utc(moment).timestamp()
 
 
-def _members(session: Session, group: str, now: float, interval_s: float) -> list[GroupNamespace]:
+def _members(session: Session, group: str, now: float, settings: Settings) -> list[GroupNamespace]:
     """The namespaces whose effective group is ``group``, with where it comes from."""
     own = Namespace.resource_group
     inherited = own.is_(None) & (Tenant.resource_group == group)
@@ -350,7 +348,7 @@ def _members(session: Session, group: str, now: float, interval_s: float) -> lis
     ).all()
     reporters = _live_usage(
         datetime.fromtimestamp(now, UTC),
-        interval_s,
+        settings,
         QuotaUsage.tenant,
         QuotaUsage.namespace,
         func.count(),

@@ -28,6 +28,7 @@ from typing import Any
 
 from app.quota.allocator import UNKNOWN, Levels
 from app.quota.effective import Quotas
+from app.quota.leases import shares_moved
 from app.quota.statements import DEMAND, USAGE, Figures
 
 __all__ = ["SUMMARY_SHARE", "DimensionSummary", "GroupSummary"]
@@ -57,6 +58,27 @@ class GroupSummary:
     reporters: int
     dimensions: tuple[DimensionSummary | None, ...]
     """Per dimension, None where the group does not limit it."""
+    woken: tuple[Levels | None, ...] = ()
+    """Per dimension, the levels as at the group's last wake (`app.quota.leases`); empty
+    when that was this summary's own."""
+
+    def wake(self, previous: GroupSummary | None) -> tuple[GroupSummary, bool]:
+        """This new summary, with the levels of the group's last wake carried over from
+        the ``previous`` summary, and whether the shares moved enough since those that
+        the group's reporters must learn theirs now (then this summary's levels are the
+        last wake's). A first summary, or one under new quotas (those are pushed as admin
+        changes), wakes nobody."""
+        if previous is None or previous.quotas != self.quotas:
+            return replace(self, woken=()), False
+        for before, now in zip(previous.references, self.dimensions, strict=True):
+            if before is not None and now is not None and shares_moved(before, now.levels):
+                return replace(self, woken=()), True
+        return replace(self, woken=previous.references), False
+
+    @property
+    def references(self) -> tuple[Levels | None, ...]:
+        """Per dimension, the levels of the group's last wake."""
+        return self.woken or tuple(None if d is None else d.levels for d in self.dimensions)
 
     def holds(self, marker: int, quotas: Quotas, *, changing: bool) -> bool:
         """Whether grants may still be made from it: made under the same quotas, and either
@@ -98,28 +120,30 @@ class GroupSummary:
         return tuple(None if d is None else d.levels.quota for d in self.dimensions)
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "marker": self.marker,
-                "units": self.units,
-                "grants": self.grants,
-                "reporters": self.reporters,
-                "dimensions": [None if d is None else _dimension(d) for d in self.dimensions],
-            },
-            separators=(",", ":"),
-        )
+        raw: dict[str, Any] = {
+            "marker": self.marker,
+            "units": self.units,
+            "grants": self.grants,
+            "reporters": self.reporters,
+            "dimensions": [None if d is None else _dimension(d) for d in self.dimensions],
+        }
+        if self.woken:
+            raw["woken"] = [None if w is None else _levels(w) for w in self.woken]
+        return json.dumps(raw, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> GroupSummary:
         raw = json.loads(text)
+        units = raw["units"]
         return cls(
             marker=raw["marker"],
-            units=raw["units"],
+            units=units,
             grants=raw["grants"],
             reporters=raw["reporters"],
             dimensions=tuple(
-                None if d is None else _dimension_of(d, raw["units"]) for d in raw["dimensions"]
+                None if d is None else _dimension_of(d, units) for d in raw["dimensions"]
             ),
+            woken=tuple(None if w is None else _levels_of(w, units) for w in raw.get("woken", ())),
         )
 
 
@@ -127,8 +151,7 @@ def _level(value: float) -> float | None:
     return None if math.isinf(value) else value  # JSON has no infinity
 
 
-def _dimension(summary: DimensionSummary) -> dict[str, Any]:
-    levels = summary.levels
+def _levels(levels: Levels) -> dict[str, Any]:
     return {
         "quota": levels.quota,
         "level": _level(levels.group_level),
@@ -136,17 +159,19 @@ def _dimension(summary: DimensionSummary) -> dict[str, Any]:
         "room": levels.room,
         "shortfall": levels.shortfall,
         "unknown": levels.unknown,
-        "usage": summary.usage,
-        "demand": summary.demand,
     }
+
+
+def _dimension(summary: DimensionSummary) -> dict[str, Any]:
+    return {**_levels(summary.levels), "usage": summary.usage, "demand": summary.demand}
 
 
 def _unlevel(value: float | None) -> float:
     return math.inf if value is None else value
 
 
-def _dimension_of(raw: dict[str, Any], reporters: int) -> DimensionSummary:
-    levels = Levels(
+def _levels_of(raw: dict[str, Any], reporters: int) -> Levels:
+    return Levels(
         quota=raw["quota"],
         reporters=reporters,
         group_level=_unlevel(raw["level"]),
@@ -155,7 +180,10 @@ def _dimension_of(raw: dict[str, Any], reporters: int) -> DimensionSummary:
         shortfall=raw["shortfall"],
         unknown=raw["unknown"],
     )
-    return DimensionSummary(levels, raw["usage"], raw["demand"])
+
+
+def _dimension_of(raw: dict[str, Any], reporters: int) -> DimensionSummary:
+    return DimensionSummary(_levels_of(raw, reporters), raw["usage"], raw["demand"])
 
 
 def _known(demand: float) -> float:

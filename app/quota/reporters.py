@@ -4,7 +4,7 @@ one is gone (released at exit, or silent too long) and its shares return to the 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
@@ -17,7 +17,6 @@ from app.quota.effective import NamespaceKey
 from app.quota.repository import UsageRepository
 
 __all__ = [
-    "SILENT_INTERVALS",
     "authorize_reporting",
     "claim_reporter",
     "expire",
@@ -25,7 +24,6 @@ __all__ = [
     "release",
 ]
 
-SILENT_INTERVALS = 3  # a reporter not heard from for this long is gone
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
 
 
@@ -64,16 +62,21 @@ def authorize_reporting(
 
 
 def claim_reporter(
-    session: Session, principal: Principal, reporter_id: str, now: datetime, *, alive: bool
+    session: Session, principal: Principal, reporter_id: str, until: datetime, *, alive: bool
 ) -> int | None:
-    """The reporter belongs to the role that first reported with it; mark it alive.
+    """The reporter belongs to the role that first reported with it; mark it alive until
+    ``until``.
 
     Returns the token of its rows, None if it has none.
     """
     queries = UsageRepository.of(session)
     # Alive: one statement marks it and returns the owner. Refused, the transaction rolls
     # back, and the mark with it.
-    found = queries.claim(reporter_id, principal.role, now) if alive else queries.owner(reporter_id)
+    found: tuple[str, int] | None
+    if alive:
+        found = queries.claim(reporter_id, principal.role, until)
+    else:
+        found = queries.owner(reporter_id)
     if found is None:
         return None
     owner, token = found
@@ -88,7 +91,6 @@ def limit_reporters(
     reporter_id: str,
     keys: list[NamespaceKey],
     now: datetime,
-    interval_s: float,
     most: int,
 ) -> None:
     """Refuse a reporter new to namespaces where its role already has ``most`` live ones.
@@ -100,10 +102,7 @@ def limit_reporters(
     """
     if principal.is_superuser:
         return
-    alive_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
-    for tenant, namespace, count in queries.live_reporters(
-        principal.role, reporter_id, keys, alive_after
-    ):
+    for tenant, namespace, count in queries.live_reporters(principal.role, reporter_id, keys, now):
         if count >= most:
             raise TooManyRequests(
                 f"Role {principal.role} has {count} live reporters in namespace "
@@ -129,13 +128,11 @@ def release(
     _forget(queries, [reporter_id], now, cache)
 
 
-def expire(
-    session: Session, now: datetime, interval_s: float, cache: ReportCache | None = None
-) -> None:
-    """Forget reporters silent for `SILENT_INTERVALS`: their shares return to the others,
-    and their rows go with them, so the tables do not grow without bound."""
+def expire(session: Session, now: datetime, cache: ReportCache | None = None) -> None:
+    """Forget reporters whose lease ran out (`app.quota.leases`): their shares return to
+    the others, and their rows go with them, so the tables do not grow without bound."""
     queries = UsageRepository.of(session)
-    silent = queries.silent(now - timedelta(seconds=SILENT_INTERVALS * interval_s))
+    silent = queries.silent(now)
     if silent:
         _forget(queries, silent, now, cache)
     queries.forget_deleted_groups()

@@ -69,13 +69,18 @@ class UsageRepository:
 
     # Reporters
 
-    def claim(self, reporter_id: str, role: str, now: datetime) -> tuple[str, int]:
-        """Mark the reporter alive (made if new): its owner role and rows token."""
+    def claim(self, reporter_id: str, role: str, until: datetime) -> tuple[str, int]:
+        """Mark the reporter alive until ``until`` (made if new): its owner role and rows
+        token."""
         owner, token = self._run(
             self.sql.claim,
-            {"reporter_id": reporter_id, "role": role, "now": now, "token": new_token()},
+            {"reporter_id": reporter_id, "role": role, "until": until, "token": new_token()},
         ).one()
         return owner, token
+
+    def extend(self, reporter_id: str, until: datetime) -> None:
+        """Move the end of the reporter's lease (its answer's lease was not the one guessed)."""
+        self._run(self.sql.extend, {"reporter": reporter_id, "until": until})
 
     def owner(self, reporter_id: str) -> tuple[str, int] | None:
         """The reporter's owner role and rows token, None for an unknown reporter."""
@@ -86,20 +91,20 @@ class UsageRepository:
         self._run(self.sql.retoken, {"reporter": reporter_id, "token": token})
 
     def live_reporters(
-        self, role: str, reporter_id: str, keys: Sequence[NamespaceKey], alive_after: datetime
+        self, role: str, reporter_id: str, keys: Sequence[NamespaceKey], now: datetime
     ) -> Iterable[tuple[str, str, int]]:
         """(tenant, namespace, count) of the role's other live reporters in those namespaces."""
         parameters = {
             "role": role,
             "reporter_id": reporter_id,
-            "alive_after": alive_after,
+            "now": now,
             **self.sql.keys(keys),
         }
         return self._run(self.sql.live_reporters, parameters)  # type: ignore[no-any-return]
 
-    def silent(self, silent_after: datetime) -> list[str]:
-        """Reporters not heard from since ``silent_after`` (none that a report is claiming)."""
-        return list(self._run(self.sql.silent, {"silent_after": silent_after}).scalars())
+    def silent(self, now: datetime) -> list[str]:
+        """Reporters whose lease ran out before ``now`` (none that a report is claiming)."""
+        return list(self._run(self.sql.silent, {"now": now}).scalars())
 
     def forget(self, reporter_ids: list[str], now: datetime) -> None:
         """Drop the reporters with their rows, and re-mark the groups they counted in."""
@@ -160,6 +165,10 @@ class UsageRepository:
             for row in self._run(self.sql.group_rows, {"groups": groups})
         }
 
+    def wakes(self, groups: Sequence[str]) -> dict[str, int]:
+        """Each group's wake (`app.quota.leases`); a group that has no row is left out."""
+        return dict(self._run(self.sql.wakes, {"groups": list(groups)}).all())
+
     def in_force(self, groups: list[str]) -> dict[str, tuple[float, ...]]:
         """The sums of the allocations of every row counted in each group, whatever their
         reporters' state: rows leave their groups' sums only when they go."""
@@ -168,11 +177,16 @@ class UsageRepository:
             for row in self._run(self.sql.in_force, {"groups": groups})
         }
 
-    def save_groups(self, groups: Iterable[tuple[str, str | None, Sequence[float]]]) -> None:
-        """Store each (group, summary JSON, sums in force), in one statement."""
+    def save_groups(self, groups: Iterable[tuple[str, str | None, Sequence[float], bool]]) -> None:
+        """Store each (group, summary JSON, sums in force, whether to wake it), in one
+        statement."""
         rows = []
-        for group, levels, in_force in groups:
-            parameters: dict[str, Any] = {"group_name": group, "group_levels": levels}
+        for group, levels, in_force, woken in groups:
+            parameters: dict[str, Any] = {
+                "group_name": group,
+                "group_levels": levels,
+                "woken": int(woken),
+            }
             parameters.update(zip(self.sql.set_in_force, in_force, strict=True))
             rows.append(parameters)
         if rows:
@@ -202,12 +216,12 @@ class UsageRepository:
             self._run(self.sql.lock_groups, {"groups": json.dumps(names), "now": now})
 
     def peers(
-        self, reporter_id: str, groups: list[str], alive_after: datetime, fresh_after: datetime
+        self, reporter_id: str, groups: list[str], now: datetime, fresh_after: datetime
     ) -> list[Peer]:
         """The other live reporters' fresh rows in the groups."""
         parameters = {
             "reporter_id": reporter_id,
-            "alive_after": alive_after,
+            "now": now,
             "fresh_after": fresh_after,
             "groups": groups,
         }

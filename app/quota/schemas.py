@@ -94,9 +94,14 @@ class ReportResult(BaseModel):
     )
     reportIntervalMs: int = Field(description="Report again this many milliseconds from now.")
     reportPeriodMs: int = Field(
-        description="The server's report interval, in milliseconds: how often a settled "
-        "reporter reports (`reportIntervalMs` is shorter while it settles); a reporter "
-        "silent for three of them is counted gone."
+        description="The server's report interval, in milliseconds: how often a settling "
+        "reporter reports (`reportIntervalMs` is shorter while it waits for headroom)."
+    )
+    leaseMs: int = Field(
+        description="How long this answer holds, in milliseconds: one report interval while "
+        "the reporter settles, longer once it is steady (changes to its share are pushed "
+        "through `/quota/v1/changes` meanwhile). The reporter is counted gone, and should "
+        "fall back, two report intervals after its lease ran out."
     )
     namespaces: dict[str, NamespaceAllocation]
 
@@ -111,4 +116,10 @@ class AdminChanges(BaseModel):
     generation: int = Field(
         description="The admin generation: it changes with every change to groups, tenants, "
         "namespaces and the default group. Pass it back as `after` to wait for the next."
+    )
+    groups: dict[str, int] | None = Field(
+        None,
+        description="The wake of each group asked about (`group`): it moves when the group's "
+        "shares moved enough that its reporters should report now. Pass each back as "
+        "`group=WAKE:NAME` to wait for the next.",
     )

@@ -24,6 +24,7 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    or_,
     select,
     text,
     tuple_,
@@ -45,6 +46,7 @@ from app.models import (
     admin_generation,
 )
 from app.quota.effective import NamespaceKey
+from app.quota.leases import LEAVE_WAKE
 
 #: One reporter's figures for one namespace, flat, in the order of these ``quota_usage``
 #: columns: usage, demand and allocation of each dimension in turn. Tuples rather than
@@ -121,14 +123,19 @@ class Statements:
             reporters.values(
                 reporter_id=reporter,
                 role=bindparam("role"),
-                last_seen_at=bindparam("now"),
+                lease_until=bindparam("until"),
                 rows_token=bindparam("token"),
             )
             .on_conflict_do_update(
                 index_elements=["reporter_id"],
-                set_={"last_seen_at": reporters.excluded.last_seen_at},
+                set_={"lease_until": reporters.excluded.lease_until},
             )
             .returning(QuotaReporter.role, QuotaReporter.rows_token)
+        )
+        self.extend = (
+            update(QuotaReporter)
+            .where(QuotaReporter.reporter_id == bindparam("reporter"))
+            .values(lease_until=bindparam("until"))
         )
         self.retoken = (
             update(QuotaReporter)
@@ -146,25 +153,40 @@ class Statements:
             .where(QuotaGroup.name == bindparam("group_name"))
             .values(
                 levels=bindparam("group_levels"),
+                wake=QuotaGroup.wake + bindparam("woken"),
                 **{column.key: bindparam(f"set_{column.key}") for column in _IN_FORCE},
             )
         )
+        #: (name, wake) of the groups given
+        self.wakes = select(QuotaGroup.name, QuotaGroup.wake).where(
+            self._among(QuotaGroup.name, "groups")
+        )
         self.set_in_force = [f"set_{column.key}" for column in _IN_FORCE]
         self.take_in_force_names = [f"take_{column.key}" for column in _IN_FORCE]
-        #: Takes allocations that leave a group out of its sums in force (never below 0).
+        #: Takes allocations that leave a group out of its sums in force (never below 0),
+        #: and wakes it when one is `LEAVE_WAKE` of its sum or more (`app.quota.leases`).
+        leaving = [
+            (column > 0) & (bindparam(f"take_{column.key}") >= LEAVE_WAKE * column)
+            for column in _IN_FORCE
+        ]
         self.take_in_force = (
             update(QuotaGroup)
             .where(QuotaGroup.name == bindparam("group_name"))
             .values(
                 {
-                    column: case(
-                        (
-                            column > bindparam(f"take_{column.key}"),
-                            column - bindparam(f"take_{column.key}"),
-                        ),
-                        else_=0.0,
-                    )
-                    for column in _IN_FORCE
+                    QuotaGroup.wake: case(
+                        (or_(*leaving), QuotaGroup.wake + 1), else_=QuotaGroup.wake
+                    ),
+                    **{
+                        column: case(
+                            (
+                                column > bindparam(f"take_{column.key}"),
+                                column - bindparam(f"take_{column.key}"),
+                            ),
+                            else_=0.0,
+                        )
+                        for column in _IN_FORCE
+                    },
                 }
             )
         )
@@ -222,7 +244,7 @@ class Statements:
             )
             .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
             .where(QuotaUsage.reporter_id != reporter)
-            .where(QuotaReporter.last_seen_at > bindparam("alive_after"))
+            .where(QuotaReporter.lease_until > bindparam("now"))
             .where(QuotaUsage.written_at > bindparam("fresh_after"))
         )
         # The table, not the mapped class: a Core executemany, without the ORM's bulk work.
@@ -240,10 +262,10 @@ class Statements:
             .where(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace))
         )
 
-        #: Reporters not heard from since ``silent_after``; on PostgreSQL, not one that a
+        #: Reporters whose lease ran out before ``now``; on PostgreSQL, not one that a
         #: report is claiming right now (it is back, and waiting on it could deadlock).
         self.silent = select(QuotaReporter.reporter_id).where(
-            QuotaReporter.last_seen_at < bindparam("silent_after")
+            QuotaReporter.lease_until < bindparam("now")
         )
         if self.postgresql:
             self.silent = self.silent.with_for_update(skip_locked=True)
@@ -252,7 +274,7 @@ class Statements:
             select(QuotaUsage.tenant, QuotaUsage.namespace, func.count())
             .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
             .where(QuotaReporter.role == bindparam("role"))
-            .where(QuotaReporter.last_seen_at > bindparam("alive_after"))
+            .where(QuotaReporter.lease_until > bindparam("now"))
             .where(QuotaUsage.reporter_id != reporter)
             .where(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace))
             .group_by(QuotaUsage.tenant, QuotaUsage.namespace)

@@ -80,13 +80,9 @@ from app.quota.allocator import (
 from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
 from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
 from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
+from app.quota.leases import REFRESH_INTERVALS, fresh_after, lease_s, lease_until
 from app.quota.levels import DimensionSummary, GroupSummary
-from app.quota.reporters import (
-    SILENT_INTERVALS,
-    authorize_reporting,
-    claim_reporter,
-    limit_reporters,
-)
+from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import UsageRepository
 from app.quota.schemas import (
     DIMENSION_NAMES,
@@ -108,7 +104,6 @@ from app.quota.statements import (
 __all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
-REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing moved
 ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_settle`
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
 # A report reads the markers changed since its last one, unless more changed than this (or
@@ -191,6 +186,7 @@ def submit(
     now: float,
     interval_s: float,
     cache: ReportCache,
+    max_lease_s: float,
     stats: GroupStats | None = None,
     max_reporters: int | None = None,
 ) -> bytes:
@@ -200,7 +196,8 @@ def submit(
     to the answer); **plan** the groups whose inputs changed, under their locks; **settle**
     each namespace's grants into its row; **write** the rows due; **answer**.
 
-    `stats` (the metrics) learns each group's totals as a plan of it saw them;
+    A steady reporter's answer holds for ``max_lease_s``, a settling one's for an interval
+    (`app.quota.leases`). `stats` (the metrics) learns each group's totals as a plan of it saw them;
     ``max_reporters`` caps a role's live reporters per namespace (`limit_reporters`).
     """
     # 1. Look up.
@@ -221,7 +218,11 @@ def submit(
     looked_up = None if repeated else _look_up(queries, names, cache, generation)
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)
-    token = claim_reporter(session, principal, reporter_id, moment, alive=accepted)
+    # Alive until its lease runs out: the one this process last gave it, as a guess that
+    # holds in a steady state; moved below if this answer gives another.
+    guessed = cache.lease(reporter_id) or interval_s
+    until = lease_until(moment, guessed, interval_s)
+    token = claim_reporter(session, principal, reporter_id, until, alive=accepted)
 
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else queries.rows(reporter_id)
@@ -258,9 +259,7 @@ def submit(
         dropped = [key for key in rows if key not in refs]
         joined = [entry.key for entry in entries if entry.row is None]
         if joined and accepted and max_reporters is not None:
-            limit_reporters(
-                queries, principal, reporter_id, joined, moment, interval_s, max_reporters
-            )
+            limit_reporters(queries, principal, reporter_id, joined, moment, max_reporters)
         # 2. Plan. Until this report commits, no other report plans or marks any group it
         # may plan or mark: each reads the others' allocations in force as they are after
         # every earlier grant (see the module's docstring).
@@ -276,7 +275,7 @@ def submit(
             groups,
             markers,
             moment,
-            interval_s,
+            fresh_after(moment, interval_s, max_lease_s),
             stats,
             save=accepted,
         )
@@ -299,6 +298,16 @@ def submit(
     # namespaces): the last one holds.
     answered = repeated if steady and repeated is not None else _answer(state, entries, generation)
     state.last = answered
+    # A reporter that changed nothing its groups' plans read, and waits for nothing, holds
+    # its answer for a lease: whatever moves its share from now on is pushed to it.
+    quiet = not dropped and not any(entry.changed for entry in entries)
+    state.lease_s = lease_s(
+        steady=accepted and quiet and not answered.early,
+        interval_s=interval_s,
+        max_lease_s=max_lease_s,
+    )
+    if accepted and token is not None and state.lease_s != guessed:
+        queries.extend(reporter_id, lease_until(moment, state.lease_s, interval_s))
     if accepted and token is not None:
         # Remembered once committed: a rolled-back report must not be taken for stored.
         event.listen(
@@ -309,7 +318,7 @@ def submit(
         # interval, so that the metrics do not take them for silent.
         stats.touch(state.plans)
         state.observed_at = now
-    return _result(answered, accepted, interval_s)
+    return _result(answered, accepted, interval_s, state.lease_s)
 
 
 def _groups_touched(entries: list[_Entry], rows: dict[NamespaceKey, Row]) -> set[str]:
@@ -340,13 +349,14 @@ def _refresh(
     state.refreshed_at = now
 
 
-def _result(answered: LastAnswer, accepted: bool, interval_s: float) -> bytes:
+def _result(answered: LastAnswer, accepted: bool, interval_s: float, lease: float) -> bytes:
     """The JSON of the `ReportResult`: its head, then the namespaces as answered."""
-    next_report_s = interval_s * EARLY_REPORT if answered.early else interval_s
+    next_report_s = interval_s * EARLY_REPORT if answered.early else lease
     head = ReportResult.model_construct(
         accepted=accepted,
         reportIntervalMs=max(1, round(next_report_s * 1000)),
         reportPeriodMs=max(1, round(interval_s * 1000)),
+        leaseMs=max(1, round(lease * 1000)),
         namespaces={},
     ).model_dump_json()
     # `head` ends with the empty namespaces' "{}}": the namespaces go between its braces.
@@ -424,7 +434,7 @@ def _plan(
     groups: dict[str, list[_Entry]],
     markers: dict[str, int],
     now: datetime,
-    interval_s: float,
+    fresh: datetime,
     stats: GroupStats | None,
     *,
     save: bool,
@@ -452,9 +462,10 @@ def _plan(
     for group, row in rows.items():
         markers.setdefault(group, row.marker)
     summaries: dict[str, GroupSummary] = {}
+    previous: dict[str, GroupSummary] = {}
     for group, stored in rows.items():
         if stored.levels is not None:
-            kept = GroupSummary.from_json(stored.levels)
+            kept = previous[group] = GroupSummary.from_json(stored.levels)
             entries = groups[group]
             changing = any(entry.changed for entry in entries)
             if kept.holds(stored.marker, entries[0].effective.quotas, changing=changing):
@@ -463,14 +474,10 @@ def _plan(
     counted: dict[str, tuple[float, ...]] = {}
     unsummarized = [group for group in stale if group not in summaries]
     if unsummarized:
-        alive_after = now - timedelta(seconds=SILENT_INTERVALS * interval_s)
-        fresh_after = now - timedelta(seconds=(REFRESH_INTERVALS + 1) * interval_s)
-        for group, reporter, key, figures in queries.peers(
-            reporter_id, unsummarized, alive_after, fresh_after
-        ):
+        for group, reporter, key, figures in queries.peers(reporter_id, unsummarized, now, fresh):
             peers[group].append((reporter, key, figures))
         counted = queries.in_force(unsummarized)
-    saved: list[tuple[str, str | None, list[float]]] = []
+    saved: list[tuple[str, str | None, list[float], bool]] = []
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
@@ -478,10 +485,11 @@ def _plan(
         before = [_in_force_in(entry, group) for entry in entries]
         summary = summaries.get(group)
         found = rows.get(group)
+        woken = False
         if summary is None or found is None:
-            summary = _summarize(
+            summary, woken = _summarize(
                 reporter_id, markers.get(group, 0), quotas, peers[group], entries, before
-            )
+            ).wake(previous.get(group))
             in_force = list(counted.get(group, (0.0,) * len(DIMENSIONS)))
         else:
             in_force = list(found.in_force)
@@ -510,7 +518,7 @@ def _plan(
                 granted[index] = given
             dimensions[index] = replace(dimension, levels=levels)
         summary = replace(summary, dimensions=tuple(dimensions))
-        saved.append((group, summary.to_json(), in_force))
+        saved.append((group, summary.to_json(), in_force, woken))
         plans[group] = Plan(
             id=new_token(),
             marker=markers.get(group, 0),

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, insert, select
 
+from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
 from app.quota.store import FEW_MARKERS
 from tests.app.conftest import FakeClock
@@ -19,6 +20,7 @@ from tests.conftest import SUPERUSER
 Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000
 INTERVAL_S = 1.0
+LEASE_MS = round(Settings().report_lease_seconds * 1000)  # the default, which the apps use
 
 
 @pytest.fixture
@@ -87,7 +89,9 @@ class TestReports:
         for _ in range(3):
             clock.now += INTERVAL_S
             result = report(servers[0], auth("job"), "r1", body(clock, 300))
-        assert result["reportIntervalMs"] == 1000  # settled: the server's interval
+        # Steady: its answer holds for a lease, and it reports again only then.
+        assert result["reportPeriodMs"] == 1000
+        assert result["leaseMs"] == result["reportIntervalMs"] == LEASE_MS
         namespace = result["namespaces"]["t/ns"]
         assert namespace["resourceGroup"] == "rg"
         assert namespace["limits"]["publishRateInMsgs"] == QUOTA
@@ -121,7 +125,8 @@ class TestReports:
             report(servers[0], job, "quiet", body(clock, 800))
             report(servers[1], job, "busy", body(clock, 800))
         rate = 0.0
-        for _ in range(7):  # "quiet" stops reporting: gone after 3 intervals
+        # "quiet" stops reporting: gone once its lease and two intervals have passed.
+        for _ in range(round(LEASE_MS / 1000 / INTERVAL_S) + 6):
             clock.now += INTERVAL_S
             rate = allocated(report(servers[1], job, "busy", body(clock, 800)))
         assert rate == pytest.approx(QUOTA, rel=0.05)
