@@ -39,7 +39,9 @@ only, with the algorithm's rate for ``publishMsgs`` (the other dimensions unlimi
 - ``project``: `app.quota.allocator` as the store runs it, each report in its namespace: the
   grant from the group's summary (made anew, once something changed, every 32nd of the
   group's reporters granted from it) and the allocations in force, its fallback, and when
-  to report next.
+  to report next; a lease (`app.quota.leases`) for a reporter that changed nothing, and a
+  wake of every reporter when a new summary moved the shares, or a leaving reporter freed
+  2% of the allocations in force.
 - ``pulsar``: Pulsar's calculator, quota x own usage / total usage; the full quota when its
   own or the total usage is 0.
 - ``static``: quota / number of reporters.
@@ -83,23 +85,26 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
+from app.config import Settings
 from app.quota.allocator import Levels, Report, grant, moved, summarize
+from app.quota.changes import POLL_S
 from app.quota.fair import max_min_fair
+from app.quota.leases import GRACE_INTERVALS, LEAVE_WAKE, shares_moved
 from app.quota.levels import SUMMARY_SHARE
 from app.quota.store import ALLOCATION_CHANGE
 
 try:
     from rgspark._admin import AdminClient
-    from rgspark._reporter import DIMENSIONS, SILENT_INTERVALS, NamespaceQuota, Reporter
+    from rgspark._reporter import DIMENSIONS, NamespaceQuota, Reporter
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
     from rgspark._admin import AdminClient
-    from rgspark._reporter import DIMENSIONS, SILENT_INTERVALS, NamespaceQuota, Reporter
+    from rgspark._reporter import DIMENSIONS, NamespaceQuota, Reporter
 
 ALGORITHMS = ("project", "pulsar", "static")
 BASELINES = ("pulsar", "static")
@@ -107,6 +112,7 @@ SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 DEFAULT_NAMESPACE = "default"
 NS = 1_000_000_000
 SLICE_S = 0.01  # seconds of work between two charges
+LEASE_S = Settings.model_fields["report_lease_seconds"].default  # the server's default
 START_SPREAD = 0.125  # of an interval: the most a worker's start lags its join
 MIN_RATE = 1e-3  # a TokenBucket needs a positive rate
 TOLERANCE = 0.05  # of the quota: how close to its ideal a reporter counts as converged
@@ -196,8 +202,20 @@ class Scenario:
 
 # --- the server: the store's fresh reports, answered with one algorithm ---------------------
 
-# (quota, fresh reports, the reporter answered, interval) -> (rate, fallback, next report in s)
-Answer = Callable[[float, Sequence[Report], str, float], tuple[float, float, float]]
+
+class Reply(NamedTuple):
+    """An algorithm's answer to the reporter that reported."""
+
+    rate: float
+    fallback: float
+    after_s: float
+    """When to report next."""
+    woken: bool = False
+    """Whether the group's shares moved enough to wake every reporter (`app.quota.leases`)."""
+
+
+# (quota, fresh reports, the reporter answered, interval) -> its reply
+Answer = Callable[[float, Sequence[Report], str, float], Reply]
 
 
 class _Project:
@@ -205,20 +223,22 @@ class _Project:
     group's summary (`summarize`), made anew once something it reads changed and a
     `SUMMARY_SHARE` of the reporters it saw were granted from it, and from the sum of the
     allocations in force, read exactly; an allocation that moved by less than 0.1% is kept
-    as it was."""
+    as it was. A new summary whose shares moved since the last wake's wakes the group."""
 
     def __init__(self) -> None:
         self.levels: Levels | None = None
+        self.woken: Levels | None = None  # the levels of the last wake
         self.grants = 0
         self.seen: dict[str, Report] = {}
         self.changed = True
 
     def __call__(
         self, quota: float, reports: Sequence[Report], reporter: str, interval_s: float
-    ) -> tuple[float, float, float]:
+    ) -> Reply:
         seen = {report.reporter: report for report in reports}
         self.changed = self.changed or seen != self.seen
         levels = self.levels
+        woken = False
         if (
             levels is None
             or levels.quota != quota
@@ -226,6 +246,10 @@ class _Project:
         ):
             levels = self.levels = summarize(quota, reports)
             self.grants, self.changed = 0, False
+            before = self.woken
+            woken = before is not None and before.quota == quota and shares_moved(before, levels)
+            if before is None or before.quota != quota or woken:
+                self.woken = levels
         self.grants += 1
         mine = seen[reporter]
         given = grant(levels, mine, sum(report.allocation or 0.0 for report in reports))
@@ -234,22 +258,18 @@ class _Project:
             rate = mine.allocation
         self.levels = levels.settled(mine, rate)
         self.seen = {**seen, reporter: replace(mine, allocation=rate)}
-        return rate, given.fair, given.report_after(interval_s)
+        return Reply(rate, given.fair, given.report_after(interval_s), woken)
 
 
-def _pulsar(
-    quota: float, reports: Sequence[Report], reporter: str, interval_s: float
-) -> tuple[float, float, float]:
+def _pulsar(quota: float, reports: Sequence[Report], reporter: str, interval_s: float) -> Reply:
     total = sum(r.usage for r in reports)
     own = next(r.usage for r in reports if r.reporter == reporter)
     rate = quota if own == 0 or total == 0 else quota * own / total
-    return rate, quota / len(reports), interval_s
+    return Reply(rate, quota / len(reports), interval_s)
 
 
-def _static(
-    quota: float, reports: Sequence[Report], reporter: str, interval_s: float
-) -> tuple[float, float, float]:
-    return quota / len(reports), quota / len(reports), interval_s
+def _static(quota: float, reports: Sequence[Report], reporter: str, interval_s: float) -> Reply:
+    return Reply(quota / len(reports), quota / len(reports), interval_s)
 
 
 # Each server gets an answer of its own: the project's keeps a summary.
@@ -264,8 +284,10 @@ class _Server:
     """The admin server's ``/quota/v1`` for one group, as an ``httpx.MockTransport`` handler.
 
     It keeps each reporter's latest report as the store does, held unless a figure moved,
-    forgets reporters silent for `SILENT_INTERVALS` and released ones, and answers with the
+    forgets reporters whose lease and grace ran out and released ones, and answers with the
     algorithm's rate for `DIMENSION` (and, unless `adaptive`, never asks for an early report).
+    With ``leases`` (the project's server), a reporter that changed nothing gets a lease of
+    `LEASE_S`, and `on_wake` is called when the group's reporters must report (a wake).
     """
 
     def __init__(
@@ -276,55 +298,74 @@ class _Server:
         clock: Callable[[], int],
         *,
         adaptive: bool = True,
+        leases: bool = False,
     ) -> None:
         self.answer = answer
         self.quota = quota
         self.interval_s = interval_s
         self.clock = clock
         self.adaptive = adaptive
+        self.leases = leases
+        self.on_wake: Callable[[], None] = lambda: None
         self.reports: dict[str, Report] = {}
-        self.heard_ns: dict[str, int] = {}
+        self.until_ns: dict[str, int] = {}
         self.received: Counter[str] = Counter()
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         reporter = request.url.path.split("/")[4]
         if request.method == "DELETE":
-            self.reports.pop(reporter, None)
+            self._leave([reporter])
             return httpx.Response(204)
         self.received[reporter] += 1
         body = json.loads(request.content)
         ((key, figures),) = body["namespaces"].items()
         return httpx.Response(200, json=self._report(reporter, key, figures, body["intervalMs"]))
 
+    def _leave(self, reporters: list[str]) -> None:
+        """Forget reporters; wake the others if one freed `LEAVE_WAKE` of the sum in force."""
+        in_force = sum(report.allocation or 0.0 for report in self.reports.values())
+        freed = [self.reports.pop(r).allocation or 0.0 for r in reporters if r in self.reports]
+        if self.leases and any(rate >= LEAVE_WAKE * in_force > 0 for rate in freed):
+            self.on_wake()
+
     def _report(
         self, reporter: str, key: str, figures: dict[str, Any], interval_ms: int
     ) -> dict[str, Any]:
         now = self.clock()
-        self.heard_ns[reporter] = now
-        silent = now - round(SILENT_INTERVALS * self.interval_s * NS)
-        for gone in [r for r in self.reports if self.heard_ns[r] < silent]:
-            del self.reports[gone]
+        self._leave([r for r in self.reports if self.until_ns[r] < now])
         mine = figures.get(DIMENSION, {"used": 0, "demand": 0.0})
         usage = mine["used"] * 1000 / interval_ms
         demand = float(mine["demand"])
         stored = self.reports.get(reporter)
-        if stored is not None and not (moved(stored.usage, usage) or moved(stored.demand, demand)):
+        held = stored is not None and not (
+            moved(stored.usage, usage) or moved(stored.demand, demand)
+        )
+        if stored is not None and held:
             usage, demand = stored.usage, stored.demand  # held, as the store holds them
         namespace = key.split("/", 1)[1]
         current = None if stored is None else stored.allocation
         self.reports[reporter] = Report(reporter, usage, demand, current, namespace)
-        rate, fallback, after_s = self.answer(
+        rate, fallback, after_s, woken = self.answer(
             self.quota, list(self.reports.values()), reporter, self.interval_s
         )
         rate = max(rate, MIN_RATE)
         self.reports[reporter] = replace(self.reports[reporter], allocation=rate)
         if not self.adaptive:
             after_s = self.interval_s
+        # As the store: a reporter that changed nothing, and waits for nothing, holds a lease.
+        quiet = held and rate == current and after_s >= self.interval_s
+        lease_s = max(LEASE_S, self.interval_s) if self.leases and quiet else self.interval_s
+        if lease_s > self.interval_s:
+            after_s = lease_s
+        self.until_ns[reporter] = now + round((lease_s + GRACE_INTERVALS * self.interval_s) * NS)
+        if woken:
+            self.on_wake()
         unlimited = dict.fromkeys(DIMENSIONS, -1.0)
         return {
             "accepted": True,
             "reportIntervalMs": max(1, round(after_s * 1000)),
             "reportPeriodMs": max(1, round(self.interval_s * 1000)),
+            "leaseMs": max(1, round(lease_s * 1000)),
             "namespaces": {
                 key: {
                     "resourceGroup": TENANT,
@@ -366,8 +407,14 @@ class Simulation:
         self.end = round(scenario.duration_s * NS)
         self.interval = round(scenario.interval_s * NS)
         self.server = _Server(
-            ANSWERS[algorithm](), scenario.quota, scenario.interval_s, self.clock, adaptive=adaptive
+            ANSWERS[algorithm](),
+            scenario.quota,
+            scenario.interval_s,
+            self.clock,
+            adaptive=adaptive,
+            leases=algorithm == "project",
         )
+        self.server.on_wake = partial(self._push, admin=False)
         spread = round(self.interval * START_SPREAD)
         self.workers = [
             _Worker(m, round(m.join_s * NS) + _offset_ns(m.id, seed, spread))
@@ -406,6 +453,20 @@ class Simulation:
 
     def _set_quota(self, quota: float) -> None:
         self.server.quota = quota
+        self._push(admin=True)
+
+    def _push(self, *, admin: bool) -> None:
+        """The server answers every worker's long poll on changes (`app.quota.changes`)
+        once its poll read the change, within `POLL_S`."""
+        at = self.now + round(POLL_S * NS)
+        for w in self.workers:
+            if w.active and w.reporter is not None:
+                self._at(at, _REPORT, w.start_ns, partial(self._pushed, w, admin))
+
+    def _pushed(self, w: _Worker, admin: bool) -> None:
+        if w.active and w.reporter is not None:
+            w.reporter.changed(admin=admin)
+            self._look(w)
 
     def _join(self, w: _Worker) -> None:
         """As `rgspark._client._start` starts a worker's runtime on its first task."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -61,12 +62,17 @@ class AdminClient:
         """Send a usage report; the answer holds the allocations."""
         return self._call("POST", f"/quota/v1/reporters/{reporter_id}/reports", json=body)
 
-    def changes(self, after: int | None, wait_s: float) -> int:
-        """The admin generation once it is not `after`, or after `wait_s` (a long poll:
+    def changes(
+        self, after: int | None, wakes: Mapping[str, int | None], wait_s: float
+    ) -> tuple[int, dict[str, int]]:
+        """The admin generation and the groups' wakes once the generation is not `after` or
+        a wake is not the one given (None: not seen yet), or after `wait_s` (a long poll:
         ``GET /quota/v1/changes``)."""
-        params: dict[str, int] = {"waitMs": round(wait_s * 1000)}
+        params: dict[str, Any] = {"waitMs": round(wait_s * 1000)}
         if after is not None:
             params["after"] = after
+        if wakes:
+            params["group"] = [f"{'' if w is None else w}:{g}" for g, w in wakes.items()]
         timeout = self._http.timeout.read
         answer = self._call(
             "GET",
@@ -75,7 +81,8 @@ class AdminClient:
             timeout=wait_s + (timeout if timeout is not None else 10.0),
             extensions={"trace": self._trace},
         )
-        return int(answer["generation"])
+        groups = answer.get("groups") or {}
+        return int(answer["generation"]), {str(g): int(w) for g, w in groups.items()}
 
     def watcher(self) -> AdminClient:
         """Another client of the same server with the same token, for a thread that holds
@@ -111,7 +118,7 @@ class AdminClient:
         path: str,
         json: Any = None,
         *,
-        params: dict[str, int] | None = None,
+        params: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         extensions: dict[str, Any] | None = None,
     ) -> dict[str, Any]:

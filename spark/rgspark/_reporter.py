@@ -11,12 +11,16 @@ quarter of the report interval (`CLAIM`) has passed; then it reports what the es
 measured, 0 when nothing was charged, and holds only the floor. It reports again as soon as
 its demand moves (`Reporter.due_in`), so a worker that wakes has a share within an interval.
 
+Leases. Each answer says how long it holds (``leaseMs``): a report interval while the
+worker settles, longer (8 s by default) once it is steady, and the worker reports again
+when its lease ends, or at once when its demand moves or a task starts.
+
 Fail-static, with a bound. When the server cannot be reached, the reporter retries with
 exponential backoff (capped at `MAX_BACKOFF_S`), and:
 
-- while the server was last reached less than `SILENT_INTERVALS` (3) report intervals ago,
-  the buckets keep the last allocation: the server still counts this worker alive and
-  holding it, so the allocations in force stay within the server's bound;
+- while the last answer's lease, plus `GRACE_INTERVALS` (2) report intervals, has not run
+  out, the buckets keep the last allocation: the server still counts this worker alive
+  and holding it, so the allocations in force stay within the server's bound;
 - from then on (the server counts the worker gone, and so, if it is down for everyone,
   is every worker), the buckets hold the last answer's ``fallbackAllocations``: the
   worker's max-min fair share of the group (namespaces first) given every reporter's demand
@@ -27,9 +31,9 @@ exponential backoff (capped at `MAX_BACKOFF_S`), and:
   that sends no fallback: the last allocation stays);
 - the next successful answer puts the allocation back in force.
 
-So a worker runs above its last allocation only once the server has not heard from it for
-3 intervals. When the server goes down for everyone, the workers switch within one
-interval of each other (the spread of their last answers): meanwhile the sum in force is at
+So a worker runs above its last allocation only once the server counts it gone. When the
+server goes down for everyone, the workers switch within a lease of each other (the spread
+of their last answers): meanwhile the sum in force is at
 most ``Σ max(last_i, fallback_i)`` (the quota in a steady state, where no allocation is
 above its fair share but for growth room out of spare quota; more only while allocations
 are still moving); from then on it is at most the quota. A worker cut off from a server
@@ -37,13 +41,16 @@ that others still reach adds its fallback to what the server hands out, until it
 the server again.
 
 Changes pushed. Beside the reporting thread, a second one holds the server's long poll on
-admin changes (``GET /quota/v1/changes``): when a group, an attachment or the default group
-changes, the server answers it at once and the reporter reports then, not at its next turn,
-so a quota cut is in force within a fraction of a second whatever the report interval. A
-server without that endpoint is simply not watched.
+changes (``GET /quota/v1/changes``) to the admin state and to its groups' shares: when a
+group, an attachment or the default group changes, the server answers it at once and the
+reporter reports then, not at its next turn, so a quota cut is in force within a fraction
+of a second whatever the report interval or lease. When others join, leave or change
+their demand enough to move this worker's share, the group's wake moves and the worker
+reports as soon as `MIN_SPACING` of an interval has passed since its last report. A server
+without that endpoint is simply not watched.
 
-The report interval (how long a claim to unknown demand lasts, and what the 3 intervals
-count in) is the server's, which every answer carries (``reportPeriodMs``), 1 s before any
+The report interval (how long a claim to unknown demand lasts, and what the grace counts
+in) is the server's, which every answer carries (``reportPeriodMs``), 1 s before any
 answer; not the wait an answer asks for, which is shorter while a reporter settles. Before
 any allocation arrived, a
 dimension the group limits is held to `initial_rate` (None: unlimited until the first
@@ -85,9 +92,10 @@ MIN_SPACING = 0.125  # of the report interval: the least time between two report
 # enough that a worker which announces and idles holds a share it does not use only briefly.
 CLAIM = 0.25
 DEMAND_CHANGE = 0.10  # a demand moving more than this is reported before the interval is up
-SILENT_INTERVALS = 3  # the server counts a reporter silent this long gone: see fail-static
+GRACE_INTERVALS = 2  # past its lease, the server counts a reporter gone: see fail-static
 DEFAULT_INTERVAL_S = 1.0  # the server's default report interval, until an answer says
-WATCH_S = 30.0  # how long one long poll on admin changes waits for one
+WATCH_S = 30.0  # how long one long poll on changes waits for one
+MAX_WATCHED_GROUPS = 100  # the most groups one long poll watches (the server's limit)
 _NS_PER_SECOND = 1_000_000_000
 
 
@@ -317,6 +325,9 @@ class Reporter:
         self._thread: threading.Thread | None = None
         self._started = False  # a task started since the last report
         self._pushed = False  # the server told of an admin change since the last report
+        self._woken = False  # the server told of a move in a group's shares since then
+        self._answered = threading.Event()  # the groups to watch are those answered last
+        self._groups: frozenset[str] = frozenset()
         self._watch_admin: AdminClient | None = None
         for quota in self.namespaces.values():
             quota.on_start = self._on_start
@@ -324,6 +335,8 @@ class Reporter:
         self.interval_s = DEFAULT_INTERVAL_S
         #: The server's report interval (its answers say it).
         self.period_s = DEFAULT_INTERVAL_S
+        #: How long the last answer holds (its lease; the report interval before any).
+        self.lease_s = DEFAULT_INTERVAL_S
         self.failures = 0
         #: When the server last answered (the report's sending time); None before it has.
         self.reached_at: float | None = None
@@ -345,13 +358,17 @@ class Reporter:
             },
         }
         self._last_report = now
-        self._started = self._pushed = False
+        self._started = self._pushed = self._woken = False
         answer = self.admin.report(self.reporter_id, body)
+        groups = set()
         for key, result in answer.get("namespaces", {}).items():
             quota = self.namespaces.get(key)
             if quota is not None:
                 quota.apply(result.get("allocations", {}))
                 self._fallbacks[key] = result.get("fallbackAllocations")
+            if result.get("resourceGroup") is not None:
+                groups.add(result["resourceGroup"])
+        self._groups = frozenset(groups)
         self.interval_s = answer.get("reportIntervalMs", 1000) / 1000
         period_ms = answer.get("reportPeriodMs")
         if period_ms is not None:
@@ -359,7 +376,10 @@ class Reporter:
         else:  # an older server: the longest wait its answers asked for
             first = self.reached_at is None
             self.period_s = self.interval_s if first else max(self.period_s, self.interval_s)
+        lease_ms = answer.get("leaseMs")
+        self.lease_s = self.period_s if lease_ms is None else lease_ms / 1000
         self.reached_at = now
+        self._answered.set()
         self.on_fallback = False
         delay = max(self.interval_s, self._honour_throttle())
         self._due = now + delay
@@ -387,7 +407,7 @@ class Reporter:
         before any answer (``on_no_policy`` applies then)."""
         if self.reached_at is None:
             return None
-        return self.reached_at + SILENT_INTERVALS * self.period_s
+        return self.reached_at + self.lease_s + GRACE_INTERVALS * self.period_s
 
     def _failed(self, exc: AdminServerError) -> None:
         self.failures += 1
@@ -410,9 +430,9 @@ class Reporter:
             if fallbacks is not None:
                 quota.apply(fallbacks)
         logger.warning(
-            "rgspark: no answer from the admin server for %d report intervals; holding the "
-            "fallback allocations (its fair share of each group) until it answers",
-            SILENT_INTERVALS,
+            "rgspark: no answer from the admin server for its lease and %d report intervals; "
+            "holding the fallback allocations (its fair share of each group) until it answers",
+            GRACE_INTERVALS,
         )
 
     def _honour_throttle(self) -> float:
@@ -428,10 +448,12 @@ class Reporter:
         """Seconds from `now` until the next report should go out; 0 when it should now.
 
         A report is due when the last answer asked (or, after a failure, the backoff or
-        the fail-static bound says); sooner, once `MIN_SPACING` of an interval has passed
-        since the last, when a task started (`NamespaceQuota.use`) or some demand moved
-        (`NamespaceQuota.demand_moved`), but not while the server fails; never before the
-        server's throttle time has passed. Otherwise, the time to look again: the reporter
+        the fail-static bound says); at once when the server pushed an admin change
+        (`changed`); sooner, once `MIN_SPACING` of an interval has passed since the last,
+        when a task started (`NamespaceQuota.use`), some demand moved
+        (`NamespaceQuota.demand_moved`) or the server said a group's shares moved
+        (`changed`), but not while the server fails; never before the server's throttle
+        time has passed. Otherwise, the time to look again: the reporter
         thread, and the quota simulator, call this whenever they wake.
         """
         due = max(self._due, self._not_before)
@@ -443,13 +465,23 @@ class Reporter:
             return 0.0  # the limits changed: the worker learns its new share now
         spacing = self.period_s * MIN_SPACING
         earliest = max(self._last_report + spacing, self._not_before)
-        if now >= earliest and (self._started or self._moved()):
+        if now >= earliest and (self._started or self._woken or self._moved()):
             return 0.0
         look = earliest if now < earliest else now + spacing
         return min(due, look) - now
 
     def _on_start(self) -> None:
         self._started = True
+        self._wake.set()
+
+    def changed(self, *, admin: bool) -> None:
+        """The server says something this process's shares come from changed: the admin
+        state (``admin``: report at once) or a group's shares (report soon: `due_in`)."""
+        if admin:
+            self._pushed = True
+            self._answered.clear()  # watch the groups that the next answer gives
+        else:
+            self._woken = True
         self._wake.set()
 
     def start(self) -> None:
@@ -463,13 +495,18 @@ class Reporter:
             ).start()
 
     def _watch(self, admin: AdminClient) -> None:
-        """Hold the long poll on admin changes; on one, have the reporter report at once."""
+        """Hold the long poll on changes; on one, have the reporter report (`changed`)."""
         after: int | None = None
+        wakes: dict[str, int | None] = {}
         failures = 0
         try:
             while not self._stop.is_set():
+                # The groups to watch are those of the last answer, once it came.
+                self._answered.wait(WATCH_S)
+                groups = sorted(self._groups)[:MAX_WATCHED_GROUPS]
+                wakes = {group: wakes.get(group) for group in groups}
                 try:
-                    generation = admin.changes(after, WATCH_S)
+                    generation, seen = admin.changes(after, wakes, WATCH_S)
                 except NamespaceNotFoundError:  # a server without the endpoint
                     logger.info("rgspark: the admin server does not push changes")
                     return
@@ -481,9 +518,11 @@ class Reporter:
                     continue
                 failures = 0
                 if after is not None and generation > after:
-                    self._pushed = True
-                    self._wake.set()
+                    self.changed(admin=True)
+                elif any(wakes.get(g) not in (None, wake) for g, wake in seen.items()):
+                    self.changed(admin=False)
                 after = generation
+                wakes.update(seen)
                 if admin.throttle_s:
                     self._stop.wait(admin.throttle_s)
         finally:
@@ -493,6 +532,7 @@ class Reporter:
         """Stop reporting and release this process's shares, so others get them at once."""
         self._stop.set()
         self._wake.set()
+        self._answered.set()  # a watcher waiting for its groups stops now
         if self._watch_admin is not None:
             self._watch_admin.abort()  # ends its long poll
         if self._thread is not None:

@@ -417,13 +417,13 @@ class TestFailStatic:
         assert quota.rate("publishMsgs") == 200
 
 
-def test_a_stopped_server_moves_workers_to_their_fallback_after_three_intervals(
+def test_a_stopped_server_moves_workers_to_their_fallback_after_their_lease(
     tmp_path: Path,
 ) -> None:
     """Against the real server (report interval 0.2 s): a worker holding the whole quota and
-    a newcomer on its probe, then the server stops. Each keeps its allocation for 3
-    intervals (as the worker knows them) after its last answer, then holds its equal share
-    of the group; those add up to the quota."""
+    a newcomer on its probe, then the server stops. Each keeps its allocation for its lease
+    and 2 intervals (as the worker knows them) after its last answer, then holds its equal
+    share of the group; those add up to the quota."""
     wall = WallClock(time.time())
     clock = FakeClock()
     with running_server(tmp_path, report_interval_s=0.2) as (rg, stack):
@@ -460,7 +460,8 @@ def test_a_stopped_server_moves_workers_to_their_fallback_after_three_intervals(
                 assert reporter.reached_at is not None
                 # The newcomer knows only the early interval its answer asked for.
                 assert reporter.period_s <= 0.2
-                deadline = reporter.reached_at + 3 * reporter.period_s
+                deadline = reporter.reached_at + reporter.lease_s + 2 * reporter.period_s
+                assert reporter.fallback_at() == deadline
                 wall.now = deadline - 0.001
                 assert not reporter.report()
                 assert quota.rate("publishMsgs") == before
@@ -497,3 +498,43 @@ def test_a_quota_cut_reaches_a_worker_at_once_whatever_its_report_interval(
 
     assert (quota.rate("publishMsgs") or 0.0) <= cut
     assert took < 1.0, f"the cut was in force {took:.2f} s after it was made"
+
+
+def test_a_newcomer_reaches_a_steady_worker_at_once_whatever_its_lease(tmp_path: Path) -> None:
+    """A worker alone in its group holds the whole quota on a long lease; a second worker
+    starts: the group's wake moves, and the first reports and gives up half within a second,
+    not when its lease ends. (Their work runs on a fake clock, so that their demands hold
+    still and nothing but the wake makes the first report early.)"""
+    clock = FakeClock()
+
+    def work(quotas: list[NamespaceQuota]) -> None:
+        clock.advance(0.01)
+        for quota in quotas:
+            quota.charge("publish", 20, 0)  # 2,000/s: twice the quota
+        time.sleep(0.01)
+
+    with running_server(tmp_path, report_interval_s=0.5) as (server, _):
+        job = server.namespace(publishRateInMsgs=QUOTA)
+        quotas = [NamespaceQuota(job.tenant, job.namespace, clock=clock) for _ in range(2)]
+        reporters = [Reporter(AdminClient(server.url, token=job.token), [q]) for q in quotas]
+        steady, newcomer = reporters
+        try:
+            quotas[0].use("publish")
+            steady.start()
+            deadline = time.monotonic() + 20
+            while steady.lease_s <= steady.period_s and time.monotonic() < deadline:
+                work(quotas[:1])
+            assert steady.lease_s > 2, "a busy worker alone settles and holds a lease"
+            assert quotas[0].rate("publishMsgs") == pytest.approx(QUOTA, rel=0.3)
+
+            quotas[1].use("publish")
+            newcomer.start()
+            joined = time.monotonic()
+            while (quotas[0].rate("publishMsgs") or 0.0) > 0.7 * QUOTA:
+                assert time.monotonic() < joined + 10, "the steady worker never gave up a share"
+                work(quotas)
+            took = time.monotonic() - joined
+        finally:
+            for reporter in reporters:
+                reporter.close()
+    assert took < 2.0, f"the steady worker learnt of the newcomer {took:.2f} s after it came"

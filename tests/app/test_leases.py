@@ -1,0 +1,125 @@
+"""Leases and wakes (`app.quota.leases`), through real reports on two server processes' worth
+of apps (both databases): a steady reporter holds its answer for a lease and stays alive
+through it; a change to the group's shares moves the group's wake, which a long poll on
+``/quota/v1/changes`` answers at once."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from tests.app.conftest import FakeClock
+from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
+    INTERVAL_S,
+    LEASE_MS,
+    QUOTA,
+    Auth,
+    allocated,
+    body,
+    both_want_800,
+    report,
+    world,
+)
+
+LEASE_INTERVALS = round(LEASE_MS / 1000 / INTERVAL_S)
+
+
+def changes(app: FastAPI, auth: Auth, **params: Any) -> dict[str, Any]:
+    response = TestClient(app).get("/quota/v1/changes", params=params, headers=auth("job"))
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def wake(app: FastAPI, auth: Auth) -> int:
+    """The wake of group ``rg``, as a worker's first poll reads it."""
+    found: int = changes(app, auth, group=":rg", waitMs=0)["groups"]["rg"]
+    return found
+
+
+@pytest.mark.usefixtures("world")
+class TestLeases:
+    def test_a_steady_reporter_holds_its_answer_for_a_lease(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        first = report(servers[0], auth("job"), "a", body(clock, 800))
+        assert first["leaseMs"] == 1000  # a newcomer settles: one interval
+        both_want_800(servers, auth("job"), clock, rounds=6)
+        clock.now += INTERVAL_S
+        steady = report(servers[1], auth("job"), "a", body(clock, 800))
+        assert steady["leaseMs"] == steady["reportIntervalMs"] == LEASE_MS
+        assert LEASE_MS > 1000
+        # Its demand moves: it settles again, an interval at a time.
+        clock.now += INTERVAL_S
+        moved = report(servers[0], auth("job"), "a", body(clock, 200))
+        assert moved["leaseMs"] == 1000
+
+    def test_a_reporter_is_alive_through_its_lease_and_gone_two_intervals_after(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        both_want_800(servers, job, clock, rounds=6)
+        clock.now += INTERVAL_S
+        assert report(servers[0], job, "a", body(clock, 800))["leaseMs"] == LEASE_MS
+        leased_at = clock.now
+        # "a" is silent past the three intervals that would have ended it without a lease:
+        # "b" still shares with it.
+        while clock.now < leased_at + LEASE_MS / 1000 + INTERVAL_S:
+            clock.now += INTERVAL_S
+            rate = allocated(report(servers[1], job, "b", body(clock, 800)))
+            assert rate == pytest.approx(QUOTA / 2, rel=0.05)
+        # Two intervals past its lease, it is gone, and "b" takes the whole quota.
+        for _ in range(3):
+            clock.now += INTERVAL_S
+            rate = allocated(report(servers[1], job, "b", body(clock, 800)))
+        assert rate == pytest.approx(QUOTA, rel=0.05)
+
+
+@pytest.mark.usefixtures("world")
+class TestWakes:
+    def test_steady_reports_wake_nobody_and_a_newcomer_wakes_the_group(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        both_want_800(servers, job, clock, rounds=6)
+        before = wake(servers[0], auth)
+        both_want_800(servers, job, clock, rounds=3)
+        assert wake(servers[1], auth) == before  # nothing moved
+        # A third worker wanting as much moves every share from 500 to 333.
+        clock.now += INTERVAL_S
+        report(servers[1], job, "c", body(clock, 800))
+        assert wake(servers[0], auth) > before
+
+    def test_a_worker_leaving_with_its_share_wakes_the_group(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        both_want_800(servers, job, clock, rounds=6)
+        before = wake(servers[0], auth)
+        response = TestClient(servers[1]).delete("/quota/v1/reporters/a", headers=job)
+        assert response.status_code == 204
+        assert wake(servers[0], auth) > before
+
+    def test_a_long_poll_is_answered_as_soon_as_the_wake_moves(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        both_want_800(servers, job, clock, rounds=6)
+        seen = changes(servers[0], auth, group=":rg", waitMs=0)
+        params = {"after": seen["generation"], "group": f"{seen['groups']['rg']}:rg"}
+        with ThreadPoolExecutor(1) as pool:
+            started = time.monotonic()
+            waiting = pool.submit(changes, servers[0], auth, **params, waitMs=20_000)
+            time.sleep(0.5)  # the poll is held meanwhile
+            assert not waiting.done()
+            clock.now += INTERVAL_S
+            report(servers[1], job, "c", body(clock, 800))  # on the other process
+            answer = waiting.result(timeout=15)
+        assert time.monotonic() - started < 10
+        assert answer["generation"] == seen["generation"]  # no admin change: a wake
+        assert answer["groups"]["rg"] > seen["groups"]["rg"]
