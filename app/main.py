@@ -115,7 +115,9 @@ def create_app(
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.group_cache = group_cache_for(engine)
     app.state.changes = ChangeWatch(partial(_changes, app.state.sessionmaker))
-    app.state.metrics = metrics = Metrics(settings.report_interval_seconds)
+    app.state.metrics = metrics = Metrics(
+        max(settings.report_interval_seconds, settings.report_lease_seconds)
+    )
     app.state.request_throttle = throttle = RequestThrottle()
     metrics.watch_request_rates(throttle.rates)
     # Innermost: inside authentication, to refuse a role's body before reading it, and inside

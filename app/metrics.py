@@ -3,7 +3,8 @@
 
 Group figures are kept up to date as reports arrive: each report already reads every fresh
 report of its groups to allocate, so it records the group's totals then, and a scrape reads
-memory only. A group nobody reported for within `STALE_INTERVALS` report intervals is dropped.
+memory only. A group nobody reported for within `STALE_INTERVALS` leases (the longest a
+steady worker goes between reports) is dropped.
 Each server process shows the groups its own reports touched, with the totals over every
 reporter of the group (from the shared store), as of the last such report.
 """
@@ -28,9 +29,7 @@ class RoleMetrics:
 
 
 class Metrics:
-    def __init__(
-        self, report_interval_s: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, lease_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._clock = clock
         r = self.registry
@@ -64,7 +63,7 @@ class Metrics:
         self._roles: dict[str, RoleMetrics] = {}
         self._requests: dict[tuple[str, str, int], Counter] = {}
         self._latencies: dict[tuple[str, str], Histogram] = {}
-        self.groups = GroupStats(clock, STALE_INTERVALS * report_interval_s)
+        self.groups = GroupStats(clock, STALE_INTERVALS * lease_s)
         r.register(self.groups)
 
     def role(self, role: str) -> RoleMetrics:

@@ -53,7 +53,9 @@ Live, a cut reaches the reporters sooner: the server pushes it (``GET /quota/v1/
 and they report at once; ``in_force_over_105_pct_for_s`` under ``quota_changes`` says how
 long after the cut the allocations in force were still above it.
 ``benchmarks/live_scenarios/deep-cut.json`` (a 20-fold cut with a 5 s report interval) shows
-that on its own: the simulator, which has no push, is not run on it.
+that on its own (the simulator is not run on it). Steady reporters hold leases
+(`app.quota.leases`), so ``reports_per_reporter_s`` is below one per interval once a group
+settles; every change that moves a share is pushed as a cut is.
 A reporter's ``allocated_rate`` in the trace is the mean of its samples in the window (0
 where it had none in force).
 

@@ -26,15 +26,19 @@ Reports go out when the real reporter sends them: the simulation asks `Reporter.
 decision the reporter thread makes, whenever the thread would look (at the time it says,
 and when a task starts), and calls `Reporter.report` when it says 0. So reports come when
 an answer asks for them, early when demand moved or a task started (an idle worker's claim
-running out included), never more often than the reporter allows. With
+running out included) or the server pushed a change, never more often than the reporter
+allows. The server pushes a change as its long poll on changes does (`app.quota.changes`),
+`POLL_S` after it happened, through `Reporter.changed`: a quota change to every worker under
+each algorithm, a wake (below) under the project's. With
 ``--periodic-reports``, a reporter instead reports once per interval only, and the server
 never asks for an earlier one. ``reports_per_reporter_s`` is the load that puts on the
 server.
 
 The simulated server keeps the fresh reports as the store does (a reporter's usage and
 demand are recorded anew only when one moved by 5%: `app.quota.allocator.moved`; a reporter
-silent for 3 intervals is gone; a released one at once) and answers the reporting reporter
-only, with the algorithm's rate for ``publishMsgs`` (the other dimensions unlimited):
+is gone two intervals after its lease ran out; a released one at once) and answers the
+reporting reporter only, with the algorithm's rate for ``publishMsgs`` (the other
+dimensions unlimited):
 
 - ``project``: `app.quota.allocator` as the store runs it, each report in its namespace: the
   grant from the group's summary (made anew, once something changed, every 32nd of the
@@ -64,11 +68,11 @@ from the event to the start of the first window from which every reporter's cons
 stays within 5% of the quota of its ideal until the next event (null if it never does), the
 worst of them; ``jain_fairness`` = Jain's index of consumed / ideal per reporter, averaged
 over those steady windows. ``after_quota_notice`` repeats overshoot and utilization without
-the windows within one report interval of a quota change: a change reaches each reporter at
-its next report, so no algorithm can act on it sooner, and a cut shows in the plain figures
-for every one alike; ``utilization_capped_pct`` there counts a window's consumption only up
-to the quota, so that overshooting windows do not make up for short ones (`beats` compares
-that).
+the windows within one report interval of a quota change: a change reaches each reporter
+once the server pushes it (`POLL_S`, then a report), so no algorithm can act on it sooner,
+and a cut shows in the plain figures for every one alike; ``utilization_capped_pct`` there
+counts a window's consumption only up to the quota, so that overshooting windows do not
+make up for short ones (`beats` compares that).
 """
 
 from __future__ import annotations

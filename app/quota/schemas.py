@@ -83,7 +83,8 @@ class NamespaceAllocation(BaseModel):
     fallbackAllocations: dict[str, float] = Field(
         description="Its max-min fair share of the group per dimension (-1 unlimited), given "
         "every reporter's demand as last reported: what it holds once the server has been "
-        "unreachable for three report intervals, when the server counts it gone. Every "
+        "unreachable past its lease and two report intervals, when the server counts it "
+        "gone. Every "
         "reporter's add up to the group's rate at most."
     )
 
