@@ -453,6 +453,8 @@ class _Sample:
     quota: float
     in_force: float
     unlimited: bool
+    rates: dict[str, float] = field(default_factory=dict)
+    """Each reporter's rate in force, by its scenario id."""
 
 
 @dataclass
@@ -617,6 +619,7 @@ def _live(
             "mean_pct_with_demand_over_quota": _round(
                 _mean_pct(s for s in steady if _total_demand(scenario, s.t_s) >= s.quota)
             ),
+            "peak": _peak(steady),
         },
         "first_answer_after_join_s": _spread(
             [r.first_answer_s for r in runtimes if r.first_answer_s is not None]
@@ -700,6 +703,7 @@ def _change_quota(admin: Admin, change: _QuotaChange, t0: float) -> None:
 def _sample(t_s: float, quota: float, runtimes: list[_Runtime], index: int) -> _Sample:
     total = 0.0
     unlimited = False
+    rates: dict[str, float] = {}
     for runtime in runtimes:
         if not runtime.in_force or runtime.quota is None:
             continue
@@ -708,8 +712,9 @@ def _sample(t_s: float, quota: float, runtimes: list[_Runtime], index: int) -> _
             unlimited = True
             continue
         total += rate
+        rates[runtime.member.id] = rate
         runtime.allocated[index // SAMPLES_PER_WINDOW] += rate
-    return _Sample(t_s, quota, total, unlimited)
+    return _Sample(t_s, quota, total, unlimited, rates)
 
 
 def _after_cut(sample: _Sample, changes: list[_QuotaChange], interval_s: float) -> bool:
@@ -738,6 +743,18 @@ def _windows(scenario: Scenario, runtimes: list[_Runtime]) -> list[Window]:
 
 def _total_demand(scenario: Scenario, t_s: float) -> float:
     return sum(m.demand_at(t_s) for m in scenario.members if m.active_at(t_s))
+
+
+def _peak(samples: Sequence[_Sample]) -> dict[str, Any] | None:
+    """The sample with the most in force: when, and each reporter's rate then."""
+    if not samples:
+        return None
+    peak = max(samples, key=lambda s: s.in_force / s.quota)
+    return {
+        "t_s": round(peak.t_s, 2),
+        "pct": round(peak.in_force / peak.quota * 100, 2),
+        "rates": {reporter: round(rate, 2) for reporter, rate in sorted(peak.rates.items())},
+    }
 
 
 def _max_pct(samples: Sequence[_Sample]) -> float:
