@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 from app.quota.fair import water_level
 
@@ -154,19 +154,24 @@ class Levels:
     """``Σ max(t_j - a_j, 0)``: what the reporters below their targets lack, together."""
     unknown: bool
     """Whether some reporter's demand is not known yet."""
+    # Derived, computed once: every grant and summary of a broker's report reads them for
+    # thousands of groups.
+    equal: float = field(init=False, repr=False, compare=False)
+    """An equal share of the quota."""
+    floor: float = field(init=False, repr=False, compare=False)
+    """The least any reporter is allocated: `FLOOR` of an equal share."""
 
-    @property
-    def equal(self) -> float:
-        return self.quota / max(self.reporters, 1)
-
-    @property
-    def floor(self) -> float:
-        return FLOOR * self.equal
+    def __post_init__(self) -> None:
+        equal = self.quota / max(self.reporters, 1)
+        object.__setattr__(self, "equal", equal)
+        object.__setattr__(self, "floor", FLOOR * equal)
 
     def share(self, report: Report) -> float:
         """The reporter's max-min fair share, namespaces first (step 1)."""
         level = self.namespace_levels.get(report.namespace, self.group_level)
-        return min(max(report.demand, self.floor), level)
+        demand = report.demand
+        floor = self.floor
+        return min(demand if demand > floor else floor, level)
 
     def settled(self, report: Report, rate: float) -> Levels:
         """The levels once the reporter of ``report`` has ``rate`` in force: what it lacks
@@ -175,7 +180,15 @@ class Levels:
         target = self.share(report) * self.room
         lacked = max(target - (report.allocation or 0.0), 0.0)
         shortfall = max(self.shortfall - lacked + max(target - rate, 0.0), 0.0)
-        return replace(self, shortfall=shortfall)
+        return Levels(
+            self.quota,
+            self.reporters,
+            self.group_level,
+            self.namespace_levels,
+            self.room,
+            shortfall,
+            self.unknown,
+        )
 
 
 def summarize(quota: float, reports: Sequence[Report]) -> Levels:
@@ -191,21 +204,25 @@ def summarize(quota: float, reports: Sequence[Report]) -> Levels:
     floor = FLOOR * quota / len(reports)
     members: dict[str, list[float]] = {}
     for report in reports:
-        members.setdefault(report.namespace, []).append(max(report.demand, floor))
+        demand = report.demand
+        members.setdefault(report.namespace, []).append(demand if demand > floor else floor)
     totals = [sum(wants) for wants in members.values()]
     group_level = water_level(quota, totals)
     namespace_levels = {
         namespace: water_level(min(total, group_level), wants)
         for (namespace, wants), total in zip(members.items(), totals, strict=True)
     }
-    partial = Levels(quota, len(reports), group_level, namespace_levels, 1.0, 0.0, False)
-    fair = [partial.share(report) for report in reports]
+    # Each reporter's fair share, as `Levels.share` gives it.
+    fair = [
+        min(max(report.demand, floor), namespace_levels[report.namespace]) for report in reports
+    ]
     spare = quota - sum(fair)
     room = 1 + min(GROWTH, max(spare, 0.0) / sum(fair))
-    shortfall = sum(
-        max(share * room - (report.allocation or 0.0), 0.0)
-        for report, share in zip(reports, fair, strict=True)
-    )
+    shortfall = 0.0
+    for report, share in zip(reports, fair, strict=True):
+        lacks = share * room - (report.allocation or 0.0)
+        if lacks > 0.0:
+            shortfall += lacks
     unknown = any(report.demand >= UNKNOWN for report in reports)
     return Levels(quota, len(reports), group_level, namespace_levels, room, shortfall, unknown)
 

@@ -69,10 +69,10 @@ class GroupSummary:
         last wake's). A first summary, or one under new quotas (those are pushed as admin
         changes), wakes nobody."""
         if previous is None or previous.quotas != self.quotas:
-            return replace(self, woken=()), False
+            return self, False
         for before, now in zip(previous.references, self.dimensions, strict=True):
             if before is not None and now is not None and shares_moved(before, now.levels):
-                return replace(self, woken=()), True
+                return self, True
         return replace(self, woken=previous.references), False
 
     @property

@@ -512,11 +512,11 @@ def _plan(
                 )
                 given = grant(levels, report, in_force[index])
                 if was is not None and not moved(was, given.rate, ALLOCATION_CHANGE):
-                    given = replace(given, rate=was)  # as `_settle` keeps it
+                    given = Grant(was, given.fair, given.early)  # as `_settle` keeps it
                 in_force[index] += given.rate - (was or 0.0)
                 levels = levels.settled(report, given.rate)
                 granted[index] = given
-            dimensions[index] = replace(dimension, levels=levels)
+            dimensions[index] = DimensionSummary(levels, dimension.usage, dimension.demand)
         summary = replace(summary, dimensions=tuple(dimensions))
         saved.append((group, summary.to_json(), in_force, woken))
         plans[group] = Plan(
