@@ -280,10 +280,11 @@ class UsageSampling(Base):
 
 
 class AdminChanges(Base):
-    """Counts of writes to groups, tenants, namespaces and the default group, kept by
-    database triggers (so that no write can forget them, whichever path it takes): their sum
-    is the **admin generation**, which server processes hold their memory of namespaces'
-    groups and of group reads against (`admin_generation`).
+    """Counts of writes to groups, tenants, namespaces, namespace permissions and the default
+    group, kept by database triggers (so that no write can forget them, whichever path it
+    takes): their sum is the **admin generation**, which server processes hold their memory
+    of namespaces' groups, of who may report for them and of group reads against
+    (`admin_generation`).
 
     One row per writer: on PostgreSQL the backend process of the writing connection, which
     runs one transaction at a time, so no two concurrent writes ever wait for the same row
@@ -306,7 +307,7 @@ and the single row on SQLite."""
 
 def admin_generation() -> Select[int]:
     """The admin generation: it changes with every committed write to groups, tenants,
-    namespaces and the default group, and only then."""
+    namespaces, namespace permissions and the default group, and only then."""
     return select(cast(func.coalesce(func.sum(AdminChanges.changes), 0), BigInteger))
 
 

@@ -7,8 +7,8 @@ process keeps it, and checks it against three tokens in the database, each chang
 write to what it guards (so several processes on one database never trust stale memory):
 
 - the **admin generation** (`app.generation`), changed by triggers on every write to groups,
-  tenants, namespaces and the default group, guards which group each namespace is in and
-  that group's limits;
+  tenants, namespaces, namespace permissions and the default group, guards which group each
+  namespace is in, that group's limits, and which roles may report for it;
 - a reporter's **rows token**, changed whenever its usage rows are written, guards the rows;
 - a group's **marker**, changed whenever something the allocator reads for the group
   changes, guards a plan: same inputs, same grants.
@@ -122,6 +122,7 @@ class ReportCache:
         self._lock = threading.Lock()
         self._generation: int | None = None
         self._effective: dict[NamespaceKey, Effective] = {}
+        self._authorized: set[tuple[str, NamespaceKey]] = set()  # (role, namespace)
         self._reporters: OrderedDict[str, ReporterState] = OrderedDict()
         self.max_reporters = max_reporters
 
@@ -132,9 +133,7 @@ class ReportCache:
         if generation is None:
             return {}
         with self._lock:
-            if generation != self._generation:
-                self._generation = generation
-                self._effective = {}
+            self._current(generation)
             known = self._effective
         return {key: effective for key in keys if (effective := known.get(key)) is not None}
 
@@ -145,6 +144,27 @@ class ReportCache:
         with self._lock:
             if generation is not None and generation == self._generation:
                 self._effective.update(found)
+
+    def authorized(self, generation: int, role: str, keys: Iterable[NamespaceKey]) -> bool:
+        """Whether ``role`` was found allowed to report for every one of ``keys`` under
+        ``generation``."""
+        with self._lock:
+            self._current(generation)
+            return all((role, key) in self._authorized for key in keys)
+
+    def remember_authorized(self, generation: int, role: str, keys: Iterable[NamespaceKey]) -> None:
+        """Keep that ``role`` may report for ``keys``, as checked after ``generation`` was
+        read: kept only while it is current."""
+        with self._lock:
+            if generation == self._generation:
+                self._authorized.update((role, key) for key in keys)
+
+    def _current(self, generation: int) -> None:
+        """Forget what was learnt under another generation (the lock held)."""
+        if generation != self._generation:
+            self._generation = generation
+            self._effective = {}
+            self._authorized = set()
 
     def reporter(self, reporter_id: str, token: int | None) -> ReporterState | None:
         """The reporter's state, if its rows are still as this process last saw them."""

@@ -213,8 +213,11 @@ def submit(
     # turns out not to be steady.
     repeated = cache.last_answer(reporter_id, generation, names)
     # Rights before existence: a namespace the role may not report for is a 403 whether it
-    # exists or not.
-    authorize_reporting(session, principal, map(parse_namespace, names))
+    # exists or not. Rights are admin state: known once under the generation.
+    keys = [parse_namespace(name) for name in names]
+    if not cache.authorized(generation, principal.role, keys):
+        authorize_reporting(session, principal, keys)
+        cache.remember_authorized(generation, principal.role, keys)
     looked_up = None if repeated else _look_up(queries, names, cache, generation)
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)

@@ -326,6 +326,20 @@ class TestRoles:
         assert response.status_code == 403
         assert "t/other" in response.json()["reason"]
 
+    def test_a_revoked_permission_holds_from_the_next_report_on_any_process(
+        self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
+    ) -> None:
+        for app in servers:  # each process has checked, and remembers, the grant
+            report(app, auth("job"), "r", body(clock, 10))
+        revoked = client.delete("/admin/v2/namespaces/t/ns/permissions/job")
+        assert revoked.status_code == 204
+        for app in servers:
+            clock.now += INTERVAL_S
+            response = TestClient(app).post(
+                "/quota/v1/reporters/r/reports", json=body(clock, 10), headers=auth("job")
+            )
+            assert response.status_code == 403
+
     @pytest.mark.parametrize("role", ["stranger", "consumer-only-elsewhere"])
     def test_roles_without_permission_are_403(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock, role: str
