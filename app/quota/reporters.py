@@ -63,26 +63,27 @@ def authorize_reporting(
 
 def claim_reporter(
     session: Session, principal: Principal, reporter_id: str, until: datetime, *, alive: bool
-) -> int | None:
+) -> tuple[int | None, int]:
     """The reporter belongs to the role that first reported with it; mark it alive until
     ``until``.
 
-    Returns the token of its rows, None if it has none.
+    Returns the token of its rows (None if it has none) and the admin generation, read in
+    the same statement.
     """
     queries = UsageRepository.of(session)
     # Alive: one statement marks it and returns the owner. Refused, the transaction rolls
     # back, and the mark with it.
-    found: tuple[str, int] | None
     if alive:
-        found = queries.claim(reporter_id, principal.role, until)
+        owner, token, generation = queries.claim(reporter_id, principal.role, until)
     else:
+        generation = queries.generation()
         found = queries.owner(reporter_id)
-    if found is None:
-        return None
-    owner, token = found
+        if found is None:
+            return None, generation
+        owner, token = found
     if owner != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
-    return token
+    return token, generation
 
 
 def limit_reporters(

@@ -52,11 +52,6 @@ class UsageRepository:
 
     # Reports and their settings
 
-    def skip_disk_flush(self) -> None:
-        """On PostgreSQL, commit without waiting for the disk (usage is soft state)."""
-        if self.sql.postgresql:
-            self.connection.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-
     def generation(self) -> int:
         """The admin generation: it changes on every write to groups, tenants, namespaces
         and the default group."""
@@ -69,14 +64,19 @@ class UsageRepository:
 
     # Reporters
 
-    def claim(self, reporter_id: str, role: str, until: datetime) -> tuple[str, int]:
-        """Mark the reporter alive until ``until`` (made if new): its owner role and rows
-        token."""
-        owner, token = self._run(
+    def claim(self, reporter_id: str, role: str, until: datetime) -> tuple[str, int, int]:
+        """Mark the reporter alive until ``until`` (made if new): its owner role, its rows
+        token, and the admin generation, in one statement.
+
+        On PostgreSQL the same statement has this transaction's commit not wait for the
+        disk: usage rows are soft state, rewritten every few intervals, and a crash may lose
+        their last moments; waiting cost a Spark worker's report more than its work.
+        """
+        owner, token, generation = self._run(
             self.sql.claim,
             {"reporter_id": reporter_id, "role": role, "until": until, "token": new_token()},
-        ).one()
-        return owner, token
+        ).one()[:3]
+        return owner, token, generation
 
     def extend(self, reporter_id: str, until: datetime) -> None:
         """Move the end of the reporter's lease (its answer's lease was not the one guessed)."""

@@ -118,7 +118,15 @@ class Statements:
         )
         reporters = self._insert(QuotaReporter.__table__)
         # The owner comes back (the role that first used the id, or this one if it is new),
-        # and the token of the reporter's rows.
+        # the token of the reporter's rows, and the admin generation; on PostgreSQL, the
+        # transaction's commit stops waiting for the disk (`UsageRepository.claim`).
+        claimed = [
+            QuotaReporter.role,
+            QuotaReporter.rows_token,
+            admin_generation().scalar_subquery(),
+        ]
+        if self.postgresql:
+            claimed.append(func.set_config("synchronous_commit", "off", True))
         self.claim = (
             reporters.values(
                 reporter_id=reporter,
@@ -130,7 +138,7 @@ class Statements:
                 index_elements=["reporter_id"],
                 set_={"lease_until": reporters.excluded.lease_until},
             )
-            .returning(QuotaReporter.role, QuotaReporter.rows_token)
+            .returning(*claimed)
         )
         self.extend = (
             update(QuotaReporter)

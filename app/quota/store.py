@@ -203,11 +203,15 @@ def submit(
     # 1. Look up.
     names = list(report.namespaces)
     queries = UsageRepository.of(session)
-    # Usage rows are soft state, rewritten every few intervals and stale after three: a
-    # crash may lose the last moments of them, so a report need not wait for its commit to
-    # reach the disk, which costs a Spark worker's report more than its work.
-    queries.skip_disk_flush()
-    generation = queries.generation()
+    accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
+    moment = datetime.fromtimestamp(now, UTC)
+    # Alive until its lease runs out: the one this process last gave it, as a guess that
+    # holds in a steady state; moved below if this answer gives another. The claim reads
+    # the admin generation too, before anything it guards is read (and, an accepted report
+    # being soft state, has its commit not wait for the disk: see `UsageRepository.claim`).
+    guessed = cache.lease(reporter_id) or interval_s
+    until = lease_until(moment, guessed, interval_s)
+    token, generation = claim_reporter(session, principal, reporter_id, until, alive=accepted)
     # Namespaces that this process last answered the reporter about under the same admin
     # generation exist, in the groups answered: looked up again only for a report that
     # turns out not to be steady.
@@ -219,13 +223,6 @@ def submit(
         authorize_reporting(session, principal, keys)
         cache.remember_authorized(generation, principal.role, keys)
     looked_up = None if repeated else _look_up(queries, names, cache, generation)
-    accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
-    moment = datetime.fromtimestamp(now, UTC)
-    # Alive until its lease runs out: the one this process last gave it, as a guess that
-    # holds in a steady state; moved below if this answer gives another.
-    guessed = cache.lease(reporter_id) or interval_s
-    until = lease_until(moment, guessed, interval_s)
-    token = claim_reporter(session, principal, reporter_id, until, alive=accepted)
 
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else queries.rows(reporter_id)
