@@ -22,11 +22,13 @@ depends_on: str | Sequence[str] | None = None
 
 TABLE = "namespace_permissions"
 EVENTS = ("INSERT", "UPDATE", "DELETE")
-# As 0007's: the sum of admin_changes rises with every commit.
+# As 0007's, the sum of admin_changes rises with every commit; but with no conflict clause
+# of its own, which a grant's upsert (the outer statement) would override.
 _SQLITE_BUMP = (
-    "INSERT OR REPLACE INTO admin_changes (writer, changes) VALUES (0, "
-    "coalesce((SELECT changes FROM admin_changes WHERE writer = 0), 0) "
-    "+ 1 + abs(random() % 4294967296));"
+    "UPDATE admin_changes SET changes = changes + 1 + abs(random() % 4294967296) "
+    "WHERE writer = 0; "
+    "INSERT INTO admin_changes (writer, changes) SELECT 0, 1 + abs(random() % 4294967296) "
+    "WHERE NOT EXISTS (SELECT 1 FROM admin_changes WHERE writer = 0);"
 )
 
 
