@@ -3,7 +3,8 @@
     python -m benchmarks.usage_ingest [--quick] [--reporters 100] [--namespaces-per-reporter 5000]
                                       [--spread 5] [--settle-intervals 3] [--steady-intervals 5]
                                       [--changed-interval] [--shape both|broker|spark]
-                                      [--spark-groups 1] [--spark-seconds 4] [--postgres-url URL]
+                                      [--spark-groups 1] [--spark-seconds 4] [--spark-every 1]
+                                      [--postgres-url URL]
 
 prints one JSON object with two figures for ``POST /quota/v1/reporters/{id}/reports``, each
 measured on ``rgadmin serve --workers 1 --no-access-log`` against a PostgreSQL database created
@@ -26,13 +27,15 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   back, no row ages enough to be due its periodic refresh (in a real steady state a quarter
   of the rows an interval, in one UPDATE per report).
 - ``spark``: many workers, each reporting one namespace every second
-  (``RG_REPORT_INTERVAL_SECONDS=1``), all in one group unless ``--spark-groups`` says
-  otherwise, on the same database with the usage tables emptied first. Open loop: a fixed
-  rate of reports, spread evenly over each second, one reporter per report per second, on as
-  many keep-alive connections as are in flight; latency counts from when a report was due,
-  so a server that falls behind cannot hide it. The rate steps up (doubling, then bisecting)
-  to the highest whose p99 latency stays under 100 ms with no failures; that rate times the
-  1 s interval is how many worker processes one server process holds.
+  (``RG_REPORT_INTERVAL_SECONDS=1``), or every ``--spark-every`` seconds (8: steady workers
+  on the default lease, each first settling through a few reports), all in one group unless
+  ``--spark-groups`` says otherwise, on the same database with the usage tables emptied
+  first. Open loop: a fixed rate of reports, spread evenly over each second, on as many
+  keep-alive connections as are in flight; latency counts from when a report was due, so a
+  server that falls behind cannot hide it. The rate steps up (doubling, then bisecting) to
+  the highest whose p99 latency stays under 100 ms with no failures; that rate times the
+  seconds between one worker's reports is how many worker processes one server process
+  holds (their long polls on changes, a request each per 30 s, aside).
 
 Both report ``history_sampling``: the samples the server's usage-history sampler took during
 the shape's run, the seconds they took, and that as a share of the run's wall time.
@@ -75,6 +78,7 @@ from psycopg import sql
 from sqlalchemy import make_url
 
 from app.auth import create_token, generate_secret_key
+from app.config import Settings
 from benchmarks._http_load import _run_loop, event_loop_name, percentile
 from benchmarks._servers import (
     HOST,
@@ -105,7 +109,9 @@ BROKER_BAR_FRACTION = 0.10
 STEADY_JITTER = 0.02  # below the 5% under which a row need not be rewritten
 CHANGE = 0.10  # above it: every row is rewritten
 SPARK_INTERVAL_S = 1.0
-SILENT_INTERVALS = 3  # the server's: a reporter silent this long is gone
+# The server's default lease and grace: a worker that stops reporting is gone this long
+# after its last (steady) report.
+GONE_AFTER_S = Settings.model_fields["report_lease_seconds"].default + 2 * SPARK_INTERVAL_S
 SPARK_VERSIONS = 4  # versions of each worker's report, its figures jittered, sent in turn
 P99_BAR_S = 0.100
 NAMESPACES_PER_TENANT = 1000
@@ -708,7 +714,7 @@ class _Pool:
 
 
 def _spark_requests(
-    reporters: int, groups: int, token: str, port: int
+    reporters: int, groups: int, token: str, port: int, every_s: float
 ) -> list[list[tuple[bytes, bytes]]]:
     """Per reporter, a few versions of its whole HTTP request around ``sentAtMs`` (13 digits
     until 2286): its figures wander by less than 5% from one report to the next."""
@@ -724,11 +730,9 @@ def _spark_requests(
             dims = []
             for name, rate in zip(DIMENSIONS, steady, strict=True):
                 rate *= 1 + rng.uniform(-STEADY_JITTER, STEADY_JITTER)
-                dims.append(
-                    f'"{name}":{{"used":{round(rate * SPARK_INTERVAL_S)},"demand":{rate:.3f}}}'
-                )
+                dims.append(f'"{name}":{{"used":{round(rate * every_s)},"demand":{rate:.3f}}}')
             suffix = (
-                f',"intervalMs":{round(SPARK_INTERVAL_S * 1000)},'
+                f',"intervalMs":{round(every_s * 1000)},'
                 f'"namespaces":{{"spark/job-{group}":{{{",".join(dims)}}}}}}}'
             ).encode()
             prefix = b'{"sentAtMs":'
@@ -744,12 +748,13 @@ def _spark_requests(
 
 
 async def _spark_step(
-    port: int, token: str, groups: int, rate: float, warmup: float, seconds: float
+    port: int, token: str, groups: int, rate: float, every_s: float, warmup: float, seconds: float
 ) -> StepResult:
-    """Offer ``rate`` reports per second for ``warmup + seconds``; measure the last ``seconds``."""
-    reporters = max(1, round(rate * SPARK_INTERVAL_S))
+    """Offer ``rate`` reports per second, each worker's every ``every_s``, for ``warmup +
+    seconds``; measure the last ``seconds``."""
+    reporters = max(1, round(rate * every_s))
     step = StepResult(rate=rate, seconds=seconds)
-    pool = _Pool(port, step, _spark_requests(reporters, groups, token, port))
+    pool = _Pool(port, step, _spark_requests(reporters, groups, token, port, every_s))
     loop = asyncio.get_running_loop()
     # Connections for 20 ms of reports are open before the clock starts; more open on demand.
     for _ in range(min(reporters, max(2, math.ceil(rate * 0.02)))):
@@ -779,12 +784,12 @@ async def _spark_step(
     return step
 
 
-def _step_summary(step: StepResult, meter: Meter) -> dict[str, Any]:
+def _step_summary(step: StepResult, meter: Meter, every_s: float) -> dict[str, Any]:
     lat = step.latencies
     wall = meter.wall or 1.0
     return {
         "offered_per_second": round(step.rate, 1),
-        "reporters": max(1, round(step.rate * SPARK_INTERVAL_S)),
+        "reporters": max(1, round(step.rate * every_s)),
         "completed_per_second": round(len(lat) / step.seconds, 1),
         "p50_ms": round(percentile(lat, 0.50) * 1000, 1),
         "p90_ms": round(percentile(lat, 0.90) * 1000, 1),
@@ -814,23 +819,26 @@ def _spark(
     steps: list[dict[str, Any]] = []
 
     reporters_before = 0
+    every_s = args.spark_every
 
     def run(rate: float) -> bool:
         nonlocal reporters_before
-        warmup = args.spark_warmup
-        if rate * SPARK_INTERVAL_S < reporters_before:
+        # Workers reporting less often than the interval (steady ones, on their leases)
+        # join and settle first, a few reports each, so that what is measured is steady.
+        warmup = max(args.spark_warmup, 3 * every_s if every_s > SPARK_INTERVAL_S else 0.0)
+        if rate * every_s < reporters_before:
             # The previous step's extra reporters stop: wait until the server counts them gone.
-            warmup = max(warmup, (SILENT_INTERVALS + 0.5) * SPARK_INTERVAL_S)
-        reporters_before = round(rate * SPARK_INTERVAL_S)
+            warmup = max(warmup, GONE_AFTER_S + 0.5)
+        reporters_before = round(rate * every_s)
         meter = Meter(server, database)
         meter.start()
         step = _run_loop(
             lambda: _spark_step(
-                server.port, token, args.spark_groups, rate, warmup, args.spark_seconds
+                server.port, token, args.spark_groups, rate, every_s, warmup, args.spark_seconds
             )
         )
         meter.stop()
-        steps.append(_step_summary(step, meter))
+        steps.append(_step_summary(step, meter, every_s))
         _progress(
             f"spark {rate:.0f}/s: p99 {steps[-1]['p99_ms']} ms, failed {step.failed}, "
             f"{'pass' if step.passed else 'fail'}"
@@ -873,15 +881,16 @@ def _spark(
             "figures": f"50-500 msgs/s per worker, far over the quota; every figure jitters by "
             f"up to {STEADY_JITTER:.0%} from one report to the next",
             "report_interval_seconds": SPARK_INTERVAL_S,
-            "load": "open loop: a fixed rate of reports spread evenly over each second, one "
-            "reporter per report per second, reporters spread round-robin over the groups; "
-            "latency from when each report was due",
+            "report_every_seconds": every_s,
+            "load": "open loop: a fixed rate of reports spread evenly over each second, each "
+            "reporter reporting every report_every_seconds, reporters spread round-robin over "
+            "the groups; latency from when each report was due",
             "warmup_seconds_per_step": args.spark_warmup,
             "measured_seconds_per_step": args.spark_seconds,
         },
         "p99_bar_ms": P99_BAR_S * 1000,
         "sustained_reports_per_second": None if best is None else round(best, 1),
-        "worker_processes_per_server": None if best is None else round(best * SPARK_INTERVAL_S),
+        "worker_processes_per_server": None if best is None else round(best * every_s),
         "steps": steps,
         "history_sampling": sampling,
         "failed": sum(step["failed"] for step in steps),
@@ -932,6 +941,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--spark-seconds", type=float, help="Measured seconds per step (4).")
     parser.add_argument("--spark-warmup", type=float, help="Unmeasured seconds per step (1).")
     parser.add_argument(
+        "--spark-every",
+        type=float,
+        default=SPARK_INTERVAL_S,
+        help="Seconds between one worker's reports: 1, the interval (settling workers), or "
+        "the lease (8: steady ones). Workers held = the sustained rate times this.",
+    )
+    parser.add_argument(
         "--postgres-url",
         default=os.environ.get("RG_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
         help="A PostgreSQL server and a database on it to connect to; the benchmark creates "
@@ -970,6 +986,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--settle-intervals and --steady-intervals must be 0 or more")
     if args.spark_start <= 0 or args.spark_seconds <= 0 or args.spark_warmup < 0:
         parser.error("--spark-start and --spark-seconds must be positive")
+    if args.spark_every <= 0:
+        parser.error("--spark-every must be positive")
     return args
 
 
