@@ -48,6 +48,7 @@ __all__ = [
     "lease_s",
     "lease_until",
     "shares_moved",
+    "upkeep_s",
 ]
 
 SILENT_INTERVALS = 3  # a reporter with a lease of one interval is gone after this many
@@ -66,11 +67,19 @@ def lease_until(now: datetime, lease: float, interval_s: float) -> datetime:
     return now + timedelta(seconds=lease + GRACE_INTERVALS * interval_s)
 
 
+def upkeep_s(interval_s: float, max_lease_s: float) -> float:
+    """How long a reporter's rows may go unwritten before its next report refreshes them,
+    and how long between its full looks at its groups' markers: the longest lease and
+    `REFRESH_INTERVALS` - 2 intervals, so that a steady reporter does either at most every
+    other report, not at each."""
+    return max(max_lease_s, interval_s) + (REFRESH_INTERVALS - 2) * interval_s
+
+
 def fresh_after(now: datetime, interval_s: float, max_lease_s: float) -> datetime:
-    """Rows written after this are fresh: a live reporter's rows are refreshed at its reports
-    (`REFRESH_INTERVALS`), which its lease may hold apart."""
+    """Rows written after this are fresh: a live reporter's rows are refreshed at its first
+    report after `upkeep_s`, which comes a lease (and a late answer's grace) later at most."""
     longest = max(max_lease_s, interval_s)
-    return now - timedelta(seconds=longest + (REFRESH_INTERVALS + 1) * interval_s)
+    return now - timedelta(seconds=2 * longest + (REFRESH_INTERVALS + 1) * interval_s)
 
 
 def shares_moved(before: Levels, after: Levels) -> bool:

@@ -8,8 +8,8 @@ holds), and only what changed is read, planned or written.
 
 What the allocator reads for a group are the stored rows of its live reporters. A row is
 rewritten when a figure moved by 5% or more (the allocator then sees the new figures), when
-its allocation changed, and at least every `REFRESH_INTERVALS` intervals so that it stays
-fresh (without new figures: held figures stay what every plan saw). Whenever one of the
+its allocation changed, and at least every `upkeep_s` (a lease and three intervals) so that
+it stays fresh (without new figures: held figures stay what every plan saw). Whenever one of the
 allocator's inputs changes (a row's figures or allocation, a reporter gone, a namespace
 moved to another group) the group's marker changes, and each reporter plans the group again
 at its next report; until then it keeps its grants, which the same inputs would give again.
@@ -80,7 +80,7 @@ from app.quota.allocator import (
 from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
 from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
 from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
-from app.quota.leases import REFRESH_INTERVALS, fresh_after, lease_s, lease_until
+from app.quota.leases import fresh_after, lease_s, lease_until, upkeep_s
 from app.quota.levels import DimensionSummary, GroupSummary
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import UsageRepository
@@ -227,7 +227,8 @@ def submit(
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else queries.rows(reporter_id)
     covered_s = report.intervalMs / 1000
-    markers, full_check_at = _moved_markers(queries, reporter_id, known, now, interval_s)
+    upkeep = upkeep_s(interval_s, max_lease_s)
+    markers, full_check_at = _moved_markers(queries, reporter_id, known, now, interval_s, upkeep)
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
     # figures within 5% of those stored. Then nothing is planned, written or built anew.
     steady = (
@@ -293,7 +294,7 @@ def submit(
                 else rows[entry.key]
                 for entry in entries
             }
-        _refresh(queries, reporter_id, state, known, now, interval_s)
+        _refresh(queries, reporter_id, state, known, now, interval_s, upkeep)
     # 5. Answer. When steady, nothing an answer comes from changed (groups, plans,
     # namespaces): the last one holds.
     answered = repeated if steady and repeated is not None else _answer(state, entries, generation)
@@ -336,15 +337,16 @@ def _refresh(
     known: ReporterState | None,
     now: float,
     interval_s: float,
+    upkeep: float,
 ) -> None:
-    """Refresh the rows that went unwritten for a while, so that they stay fresh: in one
-    statement, as their figures stay as they are; at most once an interval, so an interval
-    before they are due."""
+    """Refresh the rows that went unwritten for ``upkeep`` seconds, so that they stay fresh
+    (`app.quota.leases.fresh_after`): in one statement, as their figures stay as they are;
+    at most once an interval."""
     if known is not None and now - known.refreshed_at < interval_s:
         state.refreshed_at = known.refreshed_at
         return
     moment = datetime.fromtimestamp(now, UTC)
-    refresh_by = moment - timedelta(seconds=(REFRESH_INTERVALS - 2) * interval_s)
+    refresh_by = moment - timedelta(seconds=upkeep)
     queries.refresh(reporter_id, refresh_by, moment)
     state.refreshed_at = now
 
@@ -369,6 +371,7 @@ def _moved_markers(
     known: ReporterState | None,
     now: float,
     interval_s: float,
+    upkeep: float,
 ) -> tuple[dict[str, int], float]:
     """The reporter's groups whose markers moved since it planned them, with their markers
     now; and when the last full look was.
@@ -379,9 +382,9 @@ def _moved_markers(
     since the last one (none at all in a steady state) will do, unless more of them changed
     than the reporter has rows. That one looks `LATE_COMMIT_S` further back (an interval at
     most), for changes that committed later than they were made; one that took longer still
-    is found by the next full look, `REFRESH_INTERVALS` - 1 intervals on.
+    is found by the next full look, ``upkeep`` seconds on (`app.quota.leases.upkeep_s`).
     """
-    if known is not None and now - known.full_check_at < (REFRESH_INTERVALS - 1) * interval_s:
+    if known is not None and now - known.full_check_at < upkeep:
         since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
         # Limited and in index order, so that the database reads only what changed even when
         # its statistics are too old to tell it how little that is.
