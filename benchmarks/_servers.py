@@ -143,9 +143,10 @@ def rgadmin_server(workdir: Path, name: str, workers: int = 1) -> Server:
     )
 
 
-def serve_rgadmin(workdir: Path, name: str, env: dict[str, str]) -> Server:
-    """``rgadmin serve`` in one process on a free port, ready; stopped again if it never is."""
-    server = rgadmin_server(workdir, name)
+def serve_rgadmin(workdir: Path, name: str, env: dict[str, str], workers: int = 1) -> Server:
+    """``rgadmin serve --workers N`` (one process by default) on a free port, ready; stopped
+    again if it never is."""
+    server = rgadmin_server(workdir, name, workers)
     start(server, env)
     try:
         wait_ready(server)

@@ -4,7 +4,7 @@
                                       [--spread 5] [--settle-intervals 3] [--steady-intervals 5]
                                       [--changed-interval] [--shape both|broker|spark]
                                       [--spark-groups 1] [--spark-seconds 4] [--spark-every 1]
-                                      [--postgres-url URL]
+                                      [--spark-server-processes 1[,2]] [--postgres-url URL]
 
 prints one JSON object with two figures for ``POST /quota/v1/reporters/{id}/reports``, each
 measured on ``rgadmin serve --workers 1 --no-access-log`` against a PostgreSQL database created
@@ -35,7 +35,9 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   server that falls behind cannot hide it. The rate steps up (doubling, then bisecting) to
   the highest whose p99 latency stays under 100 ms with no failures; that rate times the
   seconds between one worker's reports is how many worker processes one server process
-  holds (their long polls on changes, a request each per 30 s, aside).
+  holds (their long polls on changes, a request each per 30 s, aside). With
+  ``--spark-server-processes 1,2`` the shape runs against ``rgadmin serve --workers 1``, then
+  ``--workers 2``, and ``spark_scaling`` gives each one's sustained rate over the first's.
 
 Both report ``history_sampling``: the samples the server's usage-history sampler took during
 the shape's run, the seconds they took, and that as a share of the run's wall time.
@@ -810,10 +812,13 @@ def _step_summary(step: StepResult, meter: Meter, every_s: float) -> dict[str, A
 
 
 def _spark(
-    args: argparse.Namespace, workdir: Path, env: dict[str, str], token: str
+    args: argparse.Namespace, workdir: Path, env: dict[str, str], token: str, processes: int
 ) -> dict[str, Any]:
     server = serve_rgadmin(
-        workdir, "spark", {**env, "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S)}
+        workdir,
+        f"spark-{processes}",
+        {**env, "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S)},
+        workers=processes,
     )
     database = DatabaseCpu(env["RG_DATABASE_URL"])
     steps: list[dict[str, Any]] = []
@@ -874,6 +879,7 @@ def _spark(
         stop(server)
     return {
         "model": {
+            "server_processes": processes,
             "groups": args.spark_groups,
             "namespaces": args.spark_groups,
             "namespaces_per_reporter": 1,
@@ -897,11 +903,40 @@ def _spark(
     }
 
 
+def _scaling(by_processes: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """With several ``--spark-server-processes``, each run, and each one's sustained rate
+    over the first's (two processes against one: the bar is 1.7)."""
+    if len(by_processes) < 2:
+        return {}
+    counts = list(by_processes)
+    first = by_processes[counts[0]]["sustained_reports_per_second"]
+    return {
+        "spark_by_server_processes": {str(n): by_processes[n] for n in counts[1:]},
+        "spark_scaling": {
+            str(n): None
+            if first is None or by_processes[n]["sustained_reports_per_second"] is None
+            else round(by_processes[n]["sustained_reports_per_second"] / first, 2)
+            for n in counts
+        },
+    }
+
+
 # main
 
 
 def _progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        message = f"not a comma-separated list of counts: {text!r}"
+        raise argparse.ArgumentTypeError(message) from None
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"counts must be distinct and 1 or more: {text!r}")
+    return counts
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -940,6 +975,13 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--spark-refine", type=int, help="Bisection steps after doubling (3).")
     parser.add_argument("--spark-seconds", type=float, help="Measured seconds per step (4).")
     parser.add_argument("--spark-warmup", type=float, help="Unmeasured seconds per step (1).")
+    parser.add_argument(
+        "--spark-server-processes",
+        type=_counts,
+        default=[1],
+        help="rgadmin serve --workers for the spark shape, or several, comma-separated (1,2), "
+        "each run in turn and compared with the first.",
+    )
     parser.add_argument(
         "--spark-every",
         type=float,
@@ -1016,21 +1058,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row = connection.execute("SHOW server_version").fetchone()
                 version = str(row[0]) if row else "?"
             broker = spark = None
+            by_processes: dict[int, dict[str, Any]] = {}
             if args.shape in ("both", "broker"):
                 broker = _broker_scale(args, layout, workdir, env, token)
             if args.shape in ("both", "spark"):
-                _empty_usage(database_url)
-                spark = _spark(args, workdir, env, token)
+                for processes in args.spark_server_processes:
+                    _empty_usage(database_url)
+                    by_processes[processes] = _spark(args, workdir, env, token, processes)
+                spark = by_processes[args.spark_server_processes[0]]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report = {
         "benchmark": "usage_ingest",
         "endpoint": "POST /quota/v1/reporters/{reporterId}/reports (superuser token)",
-        "server": "rgadmin serve --workers 1 --no-access-log",
+        "server": "rgadmin serve --workers 1 --no-access-log (spark: --spark-server-processes)",
         "database": f"PostgreSQL {version}",
         "broker_scale": broker,
         "spark": spark,
-        "failed": sum(shape["failed"] for shape in (broker, spark) if shape is not None),
+        **_scaling(by_processes),
+        "failed": sum(shape["failed"] for shape in (broker, *by_processes.values()) if shape),
         "config": {
             "quick": args.quick,
             "setup_seconds": round(setup_s, 1),

@@ -18,6 +18,7 @@ def test_usage_ingest_runs_and_reports() -> None:
             *("--steady-intervals", "1", "--changed-interval"),
             *("--spark-start", "10", "--spark-max", "20", "--spark-refine", "0"),
             *("--spark-seconds", "1", "--spark-warmup", "0.5"),
+            *("--spark-server-processes", "1,2"),
         ],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -58,3 +59,8 @@ def test_usage_ingest_runs_and_reports() -> None:
         assert step["failed"] == 0
         assert step["completed_per_second"] > 0
         assert 0 < step["p50_ms"] <= step["p99_ms"]
+    # The same shape against two server processes, compared with one.
+    assert spark["model"]["server_processes"] == 1
+    assert report["spark_by_server_processes"]["2"]["model"]["server_processes"] == 2
+    assert set(report["spark_scaling"]) == {"1", "2"}
+    assert report["spark_scaling"]["1"] == 1.0
