@@ -97,7 +97,7 @@ from app.config import Settings
 from app.quota.allocator import Levels, Report, grant, moved, summarize
 from app.quota.changes import POLL_S
 from app.quota.fair import max_min_fair
-from app.quota.leases import GRACE_INTERVALS, LEAVE_WAKE, shares_moved
+from app.quota.leases import GRACE_INTERVALS, LEAVE_WAKE, lease_s, shares_moved
 from app.quota.levels import SUMMARY_SHARE
 from app.quota.store import ALLOCATION_CHANGE
 
@@ -358,10 +358,12 @@ class _Server:
             after_s = self.interval_s
         # As the store: a reporter that changed nothing, and waits for nothing, holds a lease.
         quiet = held and rate == current and after_s >= self.interval_s
-        lease_s = max(LEASE_S, self.interval_s) if self.leases and quiet else self.interval_s
-        if lease_s > self.interval_s:
-            after_s = lease_s
-        self.until_ns[reporter] = now + round((lease_s + GRACE_INTERVALS * self.interval_s) * NS)
+        lease = lease_s(
+            steady=self.leases and quiet, interval_s=self.interval_s, max_lease_s=LEASE_S
+        )
+        if lease > self.interval_s:
+            after_s = lease
+        self.until_ns[reporter] = now + round((lease + GRACE_INTERVALS * self.interval_s) * NS)
         if woken:
             self.on_wake()
         unlimited = dict.fromkeys(DIMENSIONS, -1.0)
@@ -369,7 +371,7 @@ class _Server:
             "accepted": True,
             "reportIntervalMs": max(1, round(after_s * 1000)),
             "reportPeriodMs": max(1, round(self.interval_s * 1000)),
-            "leaseMs": max(1, round(lease_s * 1000)),
+            "leaseMs": max(1, round(lease * 1000)),
             "namespaces": {
                 key: {
                     "resourceGroup": TENANT,

@@ -81,6 +81,7 @@ from sqlalchemy import make_url
 
 from app.auth import create_token, generate_secret_key
 from app.config import Settings
+from app.quota.leases import GRACE_INTERVALS
 from benchmarks._http_load import _run_loop, event_loop_name, percentile
 from benchmarks._servers import (
     HOST,
@@ -113,7 +114,9 @@ CHANGE = 0.10  # above it: every row is rewritten
 SPARK_INTERVAL_S = 1.0
 # The server's default lease and grace: a worker that stops reporting is gone this long
 # after its last (steady) report.
-GONE_AFTER_S = Settings.model_fields["report_lease_seconds"].default + 2 * SPARK_INTERVAL_S
+GONE_AFTER_S = (
+    Settings.model_fields["report_lease_seconds"].default + GRACE_INTERVALS * SPARK_INTERVAL_S
+)
 SPARK_VERSIONS = 4  # versions of each worker's report, its figures jittered, sent in turn
 P99_BAR_S = 0.100
 NAMESPACES_PER_TENANT = 1000
