@@ -17,10 +17,12 @@ from sqlalchemy.orm import Session
 
 from app.quota.cache import Row
 from app.quota.effective import NamespaceKey
-from app.quota.statements import Figures, Statements, new_token, statements_for
+from app.quota.statements import FIGURE_COLUMNS, Figures, Statements, new_token, statements_for
 
-__all__ = ["GroupRow", "Peer", "UsageRepository"]
+__all__ = ["GroupRow", "Peer", "UsageRepository", "Written"]
 
+Written = tuple[NamespaceKey, str | None, int | None, Figures]
+"""(namespace, group, planned marker, figures) of a row a report writes."""
 Peer = tuple[str, str, NamespaceKey, Figures]
 """(group, reporter, namespace, figures) of another reporter's fresh row in a group."""
 
@@ -129,8 +131,39 @@ class UsageRepository:
             for row in self._run(self.sql.rows, {"reporter_id": reporter_id})
         }
 
-    def upsert(self, rows: list[dict[str, Any]]) -> None:
-        self._run(self.sql.upsert, rows)
+    def upsert(self, reporter_id: str, now: datetime, rows: Sequence[Written]) -> None:
+        """Write the reporter's rows, each (namespace, group, planned marker, figures), as
+        written at ``now``."""
+        if not rows:
+            return
+        if self.sql.postgresql:
+            keys, groups, planned, figures = zip(*rows, strict=True)
+            tenants, names = zip(*keys, strict=True)
+            parameters: dict[str, Any] = {
+                "reporter_id": reporter_id,
+                "now": now,
+                "tenants": list(tenants),
+                "names": list(names),
+                "groups": list(groups),
+                "planned": list(planned),
+            }
+            for column, values in zip(FIGURE_COLUMNS, zip(*figures, strict=True), strict=True):
+                parameters[column] = list(values)
+            self._run(self.sql.upsert_arrays, parameters)
+            return
+        written = []
+        for (tenant, namespace), group, marker, values in rows:
+            row = dict(zip(FIGURE_COLUMNS, values, strict=True))
+            row.update(
+                reporter_id=reporter_id,
+                tenant=tenant,
+                namespace=namespace,
+                written_at=now,
+                resource_group=group,
+                planned_marker=marker,
+            )
+            written.append(row)
+        self._run(self.sql.upsert, written)
 
     def drop(self, reporter_id: str, keys: Sequence[NamespaceKey]) -> None:
         self._run(self.sql.drop, {"reporter_id": reporter_id, **self.sql.keys(keys)})
@@ -153,9 +186,15 @@ class UsageRepository:
     def remark(self, groups: Iterable[str], now: datetime) -> None:
         """Give the groups new markers: their reporters plan them again at their next report."""
         # Sorted: concurrent reports lock markers in one order, so never wait on each other.
-        rows = [{"name": group, "marker": new_token(), "now": now} for group in sorted(set(groups))]
-        if rows:
-            self._run(self.sql.remark, rows)
+        names = sorted(set(groups))
+        if not names:
+            return
+        if self.sql.postgresql:
+            markers = [new_token() for _ in names]
+            self._run(self.sql.remark_arrays, {"names": names, "markers": markers, "now": now})
+            return
+        rows = [{"name": group, "marker": new_token(), "now": now} for group in names]
+        self._run(self.sql.remark, rows)
 
     def group_rows(self, groups: list[str]) -> dict[str, GroupRow]:
         """Each group's marker, summary (its JSON, None if never summarized) and sums in
@@ -180,6 +219,20 @@ class UsageRepository:
     def save_groups(self, groups: Iterable[tuple[str, str | None, Sequence[float], bool]]) -> None:
         """Store each (group, summary JSON, sums in force, whether to wake it), in one
         statement."""
+        if self.sql.postgresql:
+            saved = list(groups)
+            if not saved:
+                return
+            names, summaries, sums, wakes = zip(*saved, strict=True)
+            arrays: dict[str, Any] = {
+                "names": list(names),
+                "levels": json.dumps(summaries),
+                "woken": [int(woken) for woken in wakes],
+            }
+            for name, values in zip(self.sql.set_in_force, zip(*sums, strict=True), strict=True):
+                arrays[name] = list(values)
+            self._run(self.sql.save_groups_arrays, arrays)
+            return
         rows = []
         for group, levels, in_force, woken in groups:
             parameters: dict[str, Any] = {

@@ -295,6 +295,14 @@ class Statements:
         #: ON CONFLICT whose update never applies still locks the row it found.) On SQLite,
         #: whose writers are serialized already, the rows are only made.
         self.lock_groups = self._lock_groups() if self.postgresql else self._make_groups()
+        #: On PostgreSQL, a report's rows, its groups' summaries and their new markers are
+        #: each written by one statement over arrays, one per column: a broker's report
+        #: writes thousands of each, which as many statements cost the database and the
+        #: driver more than the writing itself. (SQLite runs the ones above, row by row.)
+        if self.postgresql:
+            self.upsert_arrays = self._upsert_arrays()
+            self.save_groups_arrays = self._save_groups_arrays()
+            self.remark_arrays = self._remark_arrays()
         #: (group, *sum of allocations per dimension) of the rows counted in the groups given
         self.in_force = (
             select(QuotaUsage.resource_group, *[func.sum(column) for column in _ALLOCATIONS])
@@ -330,6 +338,55 @@ class Statements:
             "SELECT g, floor(random() * 9.2e18)::bigint, :now "
             "FROM unnest(CAST(:groups AS VARCHAR[])) AS g ORDER BY g "
             "ON CONFLICT (name) DO UPDATE SET marker = quota_groups.marker WHERE false"
+        )
+
+    @staticmethod
+    def _upsert_arrays() -> Any:
+        figures = ", ".join(FIGURE_COLUMNS)
+        arrays = ", ".join(f"CAST(:{column} AS DOUBLE PRECISION[])" for column in FIGURE_COLUMNS)
+        updated = ", ".join(
+            f"{column} = excluded.{column}"
+            for column in ("written_at", "resource_group", "planned_marker", *FIGURE_COLUMNS)
+        )
+        return text(
+            "INSERT INTO quota_usage (reporter_id, tenant, namespace, written_at, "
+            f"resource_group, planned_marker, {figures}) "
+            f"SELECT :reporter_id, u.tenant, u.namespace, :now, u.grp, u.planned, {figures} "
+            "FROM unnest(CAST(:tenants AS VARCHAR[]), CAST(:names AS VARCHAR[]), "
+            f"CAST(:groups AS VARCHAR[]), CAST(:planned AS BIGINT[]), {arrays}) "
+            f"AS u(tenant, namespace, grp, planned, {figures}) "
+            "ON CONFLICT (reporter_id, tenant, namespace) DO UPDATE SET " + updated
+        )
+
+    @staticmethod
+    def _save_groups_arrays() -> Any:
+        in_force = [column.key for column in _IN_FORCE]
+        arrays = ", ".join(f"CAST(:set_{column} AS DOUBLE PRECISION[])" for column in in_force)
+        # The summaries come as one JSON array of strings, which the driver passes as it
+        # is, where a text array's elements would each be escaped (slowly, in Python).
+        levels = (
+            "(SELECT array_agg(t.levels ORDER BY t.position) "
+            "FROM json_array_elements_text(CAST(:levels AS JSON)) "
+            "WITH ORDINALITY AS t(levels, position))"
+        )
+        return text(
+            "UPDATE quota_groups AS g SET levels = v.levels, wake = g.wake + v.woken, "
+            + ", ".join(f"{column} = v.{column}" for column in in_force)
+            + f" FROM unnest(CAST(:names AS VARCHAR[]), {levels}, "
+            f"CAST(:woken AS INTEGER[]), {arrays}) "
+            f"AS v(name, levels, woken, {', '.join(in_force)}) WHERE g.name = v.name"
+        )
+
+    @staticmethod
+    def _remark_arrays() -> Any:
+        # In name order, as every report locks groups (see `app.quota.store`).
+        return text(
+            "INSERT INTO quota_groups (name, marker, changed_at) "
+            "SELECT r.name, r.marker, :now "
+            "FROM unnest(CAST(:names AS VARCHAR[]), CAST(:markers AS BIGINT[])) "
+            "AS r(name, marker) ORDER BY r.name "
+            "ON CONFLICT (name) DO UPDATE SET marker = excluded.marker, "
+            "changed_at = excluded.changed_at"
         )
 
     def _insert(self, table: Any) -> Any:

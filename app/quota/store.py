@@ -83,7 +83,7 @@ from app.quota.figures import figures_of, held_ranges, held_still, moved_since, 
 from app.quota.leases import fresh_after, lease_s, lease_until, upkeep_s
 from app.quota.levels import DimensionSummary, GroupSummary
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
-from app.quota.repository import UsageRepository
+from app.quota.repository import UsageRepository, Written
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
@@ -95,7 +95,6 @@ from app.quota.schemas import (
 from app.quota.statements import (
     ALLOCATION,
     DEMAND,
-    FIGURE_COLUMNS,
     USAGE,
     Figures,
     new_token,
@@ -660,7 +659,7 @@ def _write(
 ) -> bool:
     """Write the rows due, drop namespaces no longer reported, and change the markers of
     the groups whose inputs changed. Returns whether any row was written or dropped."""
-    rows = []
+    rows: list[Written] = []
     changed: set[str] = set()
     # Allocations that leave a group (rows dropped, or moved to another group) leave its
     # sums in force; each report adds what its own grants change (`_plan`).
@@ -673,22 +672,12 @@ def _write(
         if not entry.write:
             continue
         group = entry.effective.group
-        row = dict(zip(FIGURE_COLUMNS, entry.figures, strict=True))
-        row.update(
-            reporter_id=reporter_id,
-            tenant=entry.key[0],
-            namespace=entry.key[1],
-            written_at=now,
-            resource_group=group,
-            planned_marker=entry.planned,
-        )
-        rows.append(row)
+        rows.append((entry.key, group, entry.planned, entry.figures))
         if entry.changed:
             for name in (group, entry.row.group if entry.row is not None else None):
                 if name is not None:
                     changed.add(name)
-    if rows:
-        queries.upsert(rows)
+    queries.upsert(reporter_id, now, rows)
     if dropped:
         queries.drop(reporter_id, [key for key, _ in dropped])
         changed.update(row.group for _, row in dropped if row.group is not None)
