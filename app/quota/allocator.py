@@ -168,8 +168,11 @@ class Levels:
 
     def share(self, report: Report) -> float:
         """The reporter's max-min fair share, namespaces first (step 1)."""
-        level = self.namespace_levels.get(report.namespace, self.group_level)
-        demand = report.demand
+        return self.share_of(report.namespace, report.demand)
+
+    def share_of(self, namespace: str, demand: float) -> float:
+        """`share`, of a reporter's namespace and demand."""
+        level = self.namespace_levels.get(namespace, self.group_level)
         floor = self.floor
         return min(demand if demand > floor else floor, level)
 
@@ -177,9 +180,28 @@ class Levels:
         """The levels once the reporter of ``report`` has ``rate`` in force: what it lacks
         of its target counts in the shortfall instead of what it lacked before, so that the
         next grant from these levels shares the headroom as a fresh summary would."""
-        target = self.share(report) * self.room
-        lacked = max(target - (report.allocation or 0.0), 0.0)
-        shortfall = max(self.shortfall - lacked + max(target - rate, 0.0), 0.0)
+        return self.with_shortfall(
+            self.settled_shortfall(
+                self.shortfall, report.namespace, report.demand, report.allocation, rate
+            )
+        )
+
+    def settled_shortfall(
+        self,
+        shortfall: float,
+        namespace: str,
+        demand: float,
+        allocation: float | None,
+        rate: float,
+    ) -> float:
+        """`settled`'s shortfall, from ``shortfall`` (these levels' own, or one settled
+        from them already), for a reporter's namespace, demand and allocation."""
+        target = self.share_of(namespace, demand) * self.room
+        lacked = max(target - (allocation or 0.0), 0.0)
+        return max(shortfall - lacked + max(target - rate, 0.0), 0.0)
+
+    def with_shortfall(self, shortfall: float) -> Levels:
+        """These levels with another shortfall."""
         return Levels(
             self.quota,
             self.reporters,
@@ -201,11 +223,40 @@ def summarize(quota: float, reports: Sequence[Report]) -> Levels:
     _check(reports)
     if not reports:
         raise ValueError("a group's levels need at least one report")
-    floor = FLOOR * quota / len(reports)
+    return _summarized(
+        quota,
+        [report.namespace for report in reports],
+        [report.demand for report in reports],
+        [report.allocation for report in reports],
+    )
+
+
+def summarize_columns(
+    quota: float,
+    namespaces: Sequence[str],
+    demands: Sequence[float],
+    allocations: Sequence[float | None],
+) -> Levels:
+    """`summarize`, of reports given as columns (each reporter's namespace, demand and
+    allocation, in the reports' order; at least one): the store's way, which has its
+    reporters' figures as columns already. Raises ValueError as `summarize` does, but for
+    reporters named twice (a column names none)."""
+    if not 0 < quota < math.inf:
+        raise ValueError(f"quota must be a positive, finite rate, not {quota!r}")
+    _check_values(demands, allocations)
+    return _summarized(quota, namespaces, demands, allocations)
+
+
+def _summarized(
+    quota: float,
+    namespaces: Sequence[str],
+    demands: Sequence[float],
+    allocations: Sequence[float | None],
+) -> Levels:
+    floor = FLOOR * quota / len(demands)
     members: dict[str, list[float]] = {}
-    for report in reports:
-        demand = report.demand
-        members.setdefault(report.namespace, []).append(demand if demand > floor else floor)
+    for namespace, demand in zip(namespaces, demands, strict=True):
+        members.setdefault(namespace, []).append(demand if demand > floor else floor)
     totals = [sum(wants) for wants in members.values()]
     group_level = water_level(quota, totals)
     namespace_levels = {
@@ -214,17 +265,18 @@ def summarize(quota: float, reports: Sequence[Report]) -> Levels:
     }
     # Each reporter's fair share, as `Levels.share` gives it.
     fair = [
-        min(max(report.demand, floor), namespace_levels[report.namespace]) for report in reports
+        min(max(demand, floor), namespace_levels[namespace])
+        for namespace, demand in zip(namespaces, demands, strict=True)
     ]
     spare = quota - sum(fair)
     room = 1 + min(GROWTH, max(spare, 0.0) / sum(fair))
     shortfall = 0.0
-    for report, share in zip(reports, fair, strict=True):
-        lacks = share * room - (report.allocation or 0.0)
+    for allocation, share in zip(allocations, fair, strict=True):
+        lacks = share * room - (allocation or 0.0)
         if lacks > 0.0:
             shortfall += lacks
-    unknown = any(report.demand >= UNKNOWN for report in reports)
-    return Levels(quota, len(reports), group_level, namespace_levels, room, shortfall, unknown)
+    unknown = any(demand >= UNKNOWN for demand in demands)
+    return Levels(quota, len(demands), group_level, namespace_levels, room, shortfall, unknown)
 
 
 def grant(levels: Levels, report: Report, in_force: float) -> Grant:
@@ -235,22 +287,35 @@ def grant(levels: Levels, report: Report, in_force: float) -> Grant:
     the headroom ``in_force`` leaves free, except by a newcomer's probe: the quota bound
     rests on ``in_force`` alone.
     """
+    return grant_of(
+        levels, levels.shortfall, report.namespace, report.demand, report.allocation, in_force
+    )
+
+
+def grant_of(
+    levels: Levels,
+    shortfall: float,
+    namespace: str,
+    demand: float,
+    allocation: float | None,
+    in_force: float,
+) -> Grant:
+    """`grant`, of a reporter's namespace, demand and allocation, from ``levels`` with
+    ``shortfall`` as theirs (`Levels.settled_shortfall`)."""
     quota = levels.quota
-    share = levels.share(report)
+    share = levels.share_of(namespace, demand)
     target = share * levels.room
-    current = report.allocation or 0.0
+    current = allocation or 0.0
     free = max(quota - in_force, 0.0)
     over = max(in_force - quota, 0.0)
-    filled = 1.0 if levels.shortfall <= free else free / levels.shortfall
+    filled = 1.0 if shortfall <= free else free / shortfall
     # Down at once; up only into what the allocations in force leave free.
     rate = target if target <= current else current + min((target - current) * filled, free)
-    if report.allocation is None:
+    if allocation is None:
         room_for_probes = max(PROBE * quota - over, levels.floor)
         rate = max(rate, min(target, PROBE * max(share, levels.equal), room_for_probes))
-    unknown = levels.unknown or report.demand >= UNKNOWN
-    early = (
-        report.allocation is None or rate < WAITING * share or (unknown and report.demand > share)
-    )
+    unknown = levels.unknown or demand >= UNKNOWN
+    early = allocation is None or rate < WAITING * share or (unknown and demand > share)
     return Grant(rate, share, early)
 
 
@@ -298,6 +363,15 @@ def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) ->
     """Whether a figure moved out of `held_range` of ``before``."""
     low, high = held_range(before, tolerance)
     return not low <= after <= high
+
+
+def _check_values(demands: Sequence[float], allocations: Sequence[float | None]) -> None:
+    for demand in demands:
+        if not demand >= 0:
+            raise ValueError(f"demand must be 0 or more, not {demand!r}")
+    for allocation in allocations:
+        if allocation is not None and not allocation >= 0:
+            raise ValueError(f"allocation must be 0 or more, not {allocation!r}")
 
 
 def _check(reports: Sequence[Report]) -> None:

@@ -136,14 +136,12 @@ class GroupSummary:
         raw = json.loads(text)
         units = raw["units"]
         return cls(
-            marker=raw["marker"],
-            units=units,
-            grants=raw["grants"],
-            reporters=raw["reporters"],
-            dimensions=tuple(
-                None if d is None else _dimension_of(d, units) for d in raw["dimensions"]
-            ),
-            woken=tuple(None if w is None else _levels_of(w, units) for w in raw.get("woken", ())),
+            raw["marker"],
+            units,
+            raw["grants"],
+            raw["reporters"],
+            tuple(None if d is None else _dimension_of(d, units) for d in raw["dimensions"]),
+            tuple(None if w is None else _levels_of(w, units) for w in raw.get("woken", ())),
         )
 
 
@@ -166,19 +164,19 @@ def _dimension(summary: DimensionSummary) -> dict[str, Any]:
     return {**_levels(summary.levels), "usage": summary.usage, "demand": summary.demand}
 
 
-def _unlevel(value: float | None) -> float:
-    return math.inf if value is None else value
+_INFINITY = math.inf
 
 
 def _levels_of(raw: dict[str, Any], reporters: int) -> Levels:
+    level = raw["level"]
     return Levels(
-        quota=raw["quota"],
-        reporters=reporters,
-        group_level=_unlevel(raw["level"]),
-        namespace_levels={ns: _unlevel(level) for ns, level in raw["namespaces"].items()},
-        room=raw["room"],
-        shortfall=raw["shortfall"],
-        unknown=raw["unknown"],
+        raw["quota"],
+        reporters,
+        _INFINITY if level is None else level,
+        {ns: _INFINITY if level is None else level for ns, level in raw["namespaces"].items()},
+        raw["room"],
+        raw["shortfall"],
+        raw["unknown"],
     )
 
 
