@@ -8,10 +8,12 @@ store reads as steps (look up, plan, settle, write, answer) rather than as SQL.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from psycopg import adapters
+from psycopg.types.array import ListBinaryDumper
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
@@ -19,10 +21,22 @@ from app.quota.cache import Row
 from app.quota.effective import NamespaceKey
 from app.quota.statements import FIGURE_COLUMNS, Figures, Statements, new_token, statements_for
 
-__all__ = ["GroupRow", "Peer", "UsageRepository", "Written"]
+__all__ = ["GroupRow", "Peer", "Saved", "UsageRepository", "Written"]
+
+
+class _Array(list[Any]):
+    """Values the driver sends to PostgreSQL as an array in its binary form: a report's
+    statements over arrays (`Statements.upsert_arrays` and the like) pass thousands of
+    values each, which the text form has the driver write out (and summaries' quotes
+    escape) one by one, in Python. One type per array (floats are never mixed with ints)."""
+
+
+adapters.register_dumper(_Array, ListBinaryDumper)
 
 Written = tuple[NamespaceKey, str | None, int | None, Figures]
 """(namespace, group, planned marker, figures) of a row a report writes."""
+Saved = tuple[str, str | None, Sequence[float], bool]
+"""(group, summary JSON, sums in force, whether to wake it) of a group a report planned."""
 Peer = tuple[str, str, NamespaceKey, Figures]
 """(group, reporter, namespace, figures) of another reporter's fresh row in a group."""
 
@@ -142,13 +156,13 @@ class UsageRepository:
             parameters: dict[str, Any] = {
                 "reporter_id": reporter_id,
                 "now": now,
-                "tenants": list(tenants),
-                "names": list(names),
-                "groups": list(groups),
-                "planned": list(planned),
+                "tenants": _Array(tenants),
+                "names": _Array(names),
+                "groups": _Array(groups),
+                "planned": _Array(planned),
             }
             for column, values in zip(FIGURE_COLUMNS, zip(*figures, strict=True), strict=True):
-                parameters[column] = list(values)
+                parameters[column] = _Array(values)
             self._run(self.sql.upsert_arrays, parameters)
             return
         written = []
@@ -190,8 +204,10 @@ class UsageRepository:
         if not names:
             return
         if self.sql.postgresql:
-            markers = [new_token() for _ in names]
-            self._run(self.sql.remark_arrays, {"names": names, "markers": markers, "now": now})
+            markers = _Array([new_token() for _ in names])
+            self._run(
+                self.sql.remark_arrays, {"names": _Array(names), "markers": markers, "now": now}
+            )
             return
         rows = [{"name": group, "marker": new_token(), "now": now} for group in names]
         self._run(self.sql.remark, rows)
@@ -216,23 +232,28 @@ class UsageRepository:
             for row in self._run(self.sql.in_force, {"groups": groups})
         }
 
-    def save_groups(self, groups: Iterable[tuple[str, str | None, Sequence[float], bool]]) -> None:
+    def save_groups(
+        self, groups: Sequence[Saved], remark: Collection[str], now: datetime
+    ) -> set[str]:
         """Store each (group, summary JSON, sums in force, whether to wake it), in one
-        statement."""
+        statement, giving those among ``remark`` new markers too (as `remark` does);
+        returns those."""
+        remarked = {group for group, *_ in groups if group in remark}
+        if not groups:
+            return remarked
         if self.sql.postgresql:
-            saved = list(groups)
-            if not saved:
-                return
-            names, summaries, sums, wakes = zip(*saved, strict=True)
+            names, summaries, sums, wakes = zip(*groups, strict=True)
             arrays: dict[str, Any] = {
-                "names": list(names),
-                "levels": json.dumps(summaries),
-                "woken": [int(woken) for woken in wakes],
+                "names": _Array(names),
+                "levels": _Array(summaries),
+                "woken": _Array([int(woken) for woken in wakes]),
+                "markers": _Array([new_token() if name in remarked else None for name in names]),
+                "now": now,
             }
             for name, values in zip(self.sql.set_in_force, zip(*sums, strict=True), strict=True):
-                arrays[name] = list(values)
+                arrays[name] = _Array(values)
             self._run(self.sql.save_groups_arrays, arrays)
-            return
+            return remarked
         rows = []
         for group, levels, in_force, woken in groups:
             parameters: dict[str, Any] = {
@@ -242,8 +263,9 @@ class UsageRepository:
             }
             parameters.update(zip(self.sql.set_in_force, in_force, strict=True))
             rows.append(parameters)
-        if rows:
-            self._run(self.sql.save_group, rows)
+        self._run(self.sql.save_group, rows)
+        self.remark(remarked, now)
+        return remarked
 
     def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
         """Take allocations out of their groups' sums in force: rows that left the groups."""

@@ -360,21 +360,18 @@ class Statements:
 
     @staticmethod
     def _save_groups_arrays() -> Any:
+        """Stores groups' summaries, sums in force and wakes; and, where a marker is given,
+        the group's new marker (as `remark`)."""
         in_force = [column.key for column in _IN_FORCE]
         arrays = ", ".join(f"CAST(:set_{column} AS DOUBLE PRECISION[])" for column in in_force)
-        # The summaries come as one JSON array of strings, which the driver passes as it
-        # is, where a text array's elements would each be escaped (slowly, in Python).
-        levels = (
-            "(SELECT array_agg(t.levels ORDER BY t.position) "
-            "FROM json_array_elements_text(CAST(:levels AS JSON)) "
-            "WITH ORDINALITY AS t(levels, position))"
-        )
         return text(
             "UPDATE quota_groups AS g SET levels = v.levels, wake = g.wake + v.woken, "
+            "marker = COALESCE(v.marker, g.marker), "
+            "changed_at = CASE WHEN v.marker IS NULL THEN g.changed_at ELSE :now END, "
             + ", ".join(f"{column} = v.{column}" for column in in_force)
-            + f" FROM unnest(CAST(:names AS VARCHAR[]), {levels}, "
-            f"CAST(:woken AS INTEGER[]), {arrays}) "
-            f"AS v(name, levels, woken, {', '.join(in_force)}) WHERE g.name = v.name"
+            + " FROM unnest(CAST(:names AS VARCHAR[]), CAST(:levels AS TEXT[]), "
+            f"CAST(:woken AS INTEGER[]), CAST(:markers AS BIGINT[]), {arrays}) "
+            f"AS v(name, levels, woken, marker, {', '.join(in_force)}) WHERE g.name = v.name"
         )
 
     @staticmethod

@@ -72,10 +72,9 @@ from app.quota.allocator import (
     EARLY_REPORT,
     UNKNOWN,
     Grant,
-    Report,
-    grant,
+    grant_of,
     moved,
-    summarize,
+    summarize_columns,
 )
 from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
 from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
@@ -83,7 +82,7 @@ from app.quota.figures import figures_of, held_ranges, held_still, moved_since, 
 from app.quota.leases import fresh_after, lease_s, lease_until, upkeep_s
 from app.quota.levels import DimensionSummary, GroupSummary
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
-from app.quota.repository import UsageRepository, Written
+from app.quota.repository import Saved, UsageRepository, Written
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
@@ -237,6 +236,7 @@ def submit(
         and not markers
         and held_still(repeated.held, figures_of(report), covered_s)
     )
+    saved: list[Saved] = []  # the groups planned, to be stored with the rows
     if steady and known is not None:
         state = replace(known)  # shares its rows, plans and answers, which stay as they are
         state.checked_at, state.full_check_at = now, full_check_at
@@ -277,14 +277,16 @@ def submit(
             moment,
             fresh_after(moment, interval_s, max_lease_s),
             stats,
-            save=accepted,
+            saved,
         )
         # 3. Settle.
         _settle(entries, state.plans, replanned)
 
     # 4. Write.
     if accepted:
-        if _write(queries, reporter_id, entries, [(key, rows[key]) for key in dropped], moment):
+        if _write(
+            queries, reporter_id, entries, [(key, rows[key]) for key in dropped], saved, moment
+        ):
             state.token = new_token()
             queries.retoken(reporter_id, state.token)
             state.rows = {
@@ -420,11 +422,6 @@ def _entry(
     return _Entry(key, ref, effective, row, row.figures, moved_group, moved_group, row.planned)
 
 
-def unit_id(reporter_id: str, key: NamespaceKey) -> str:
-    """What one allocation is for: one reporter's limiters for one namespace."""
-    return f"{reporter_id}@{key[0]}/{key[1]}"
-
-
 def namespace_of(key: NamespaceKey) -> str:
     return f"{key[0]}/{key[1]}"
 
@@ -438,16 +435,15 @@ def _plan(
     now: datetime,
     fresh: datetime,
     stats: GroupStats | None,
-    *,
-    save: bool,
+    saved: list[Saved],
 ) -> set[str]:
     """Plan again each group whose inputs changed since the reporter's last plan of it
     (``markers`` holds those whose marker moved); returns those groups.
 
     A group's grants come from its summary (`app.quota.levels`), made anew from every
     reporter's row when it no longer holds, and from its sums in force, which each grant
-    moves by what it changes and which are stored again (``save``: the report's rows are
-    written too).
+    moves by what it changes. Both are added to ``saved``, which `_write` stores with the
+    report's rows (if the report is accepted).
     """
     for group in [group for group in plans if group not in groups]:
         del plans[group]
@@ -479,18 +475,18 @@ def _plan(
         for group, reporter, key, figures in queries.peers(reporter_id, unsummarized, now, fresh):
             peers[group].append((reporter, key, figures))
         counted = queries.in_force(unsummarized)
-    saved: list[tuple[str, str | None, list[float], bool]] = []
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
         # What each namespace has in force in this group (nothing, if it was in another).
         before = [_in_force_in(entry, group) for entry in entries]
+        namespaces = [namespace_of(entry.key) for entry in entries]
         summary = summaries.get(group)
         found = rows.get(group)
         woken = False
         if summary is None or found is None:
             summary, woken = _summarize(
-                reporter_id, markers.get(group, 0), quotas, peers[group], entries, before
+                markers.get(group, 0), quotas, peers[group], entries, namespaces, before
             ).wake(previous.get(group))
             in_force = list(counted.get(group, (0.0,) * len(DIMENSIONS)))
         else:
@@ -499,26 +495,31 @@ def _plan(
                 [e.row.figures if e.row and e.row.group == group else None for e in entries],
                 [entry.figures for entry in entries],
             )
-        units = [unit_id(reporter_id, entry.key) for entry in entries]
         grants: list[list[Grant | None]] = [[None] * len(DIMENSIONS) for _ in entries]
         dimensions = list(summary.dimensions)
         for index, dimension in enumerate(dimensions):
             if dimension is None:
                 continue
-            usage, demand = 3 * index + USAGE, 3 * index + DEMAND
+            demand_at = 3 * index + DEMAND
             levels = dimension.levels
-            for unit, entry, had, granted in zip(units, entries, before, grants, strict=True):
+            # Each grant as from the levels settled by the grants before it (`Levels.settled`).
+            shortfall = levels.shortfall
+            total = in_force[index]
+            for entry, namespace, had, granted in zip(
+                entries, namespaces, before, grants, strict=True
+            ):
                 was = had[index]
-                report = Report(
-                    unit, entry.figures[usage], entry.figures[demand], was, namespace_of(entry.key)
-                )
-                given = grant(levels, report, in_force[index])
+                demand = entry.figures[demand_at]
+                given = grant_of(levels, shortfall, namespace, demand, was, total)
                 if was is not None and not moved(was, given.rate, ALLOCATION_CHANGE):
                     given = Grant(was, given.fair, given.early)  # as `_settle` keeps it
-                in_force[index] += given.rate - (was or 0.0)
-                levels = levels.settled(report, given.rate)
+                total += given.rate - (was or 0.0)
+                shortfall = levels.settled_shortfall(shortfall, namespace, demand, was, given.rate)
                 granted[index] = given
-            dimensions[index] = DimensionSummary(levels, dimension.usage, dimension.demand)
+            in_force[index] = total
+            dimensions[index] = DimensionSummary(
+                levels.with_shortfall(shortfall), dimension.usage, dimension.demand
+            )
         summary = replace(summary, dimensions=tuple(dimensions))
         saved.append((group, summary.to_json(), in_force, woken))
         plans[group] = Plan(
@@ -537,8 +538,6 @@ def _plan(
         )
         if stats is not None:
             stats.record(group, *_totals(summary, in_force))
-    if save:
-        queries.save_groups(saved)
     return set(stale)
 
 
@@ -551,43 +550,37 @@ def _in_force_in(entry: _Entry, group: str) -> Rates:
 
 
 def _summarize(
-    reporter_id: str,
     marker: int,
     quotas: Sequence[float | None],
     members: list[tuple[str, NamespaceKey, Figures]],
     entries: list[_Entry],
+    namespaces: list[str],
     before: list[Rates],
 ) -> GroupSummary:
     """A group's summary from its live reporters' fresh rows (the reporter's own as it
-    reports now)."""
+    reports now, in ``namespaces``, with the allocations they had in force in the group,
+    ``before``): the allocator's reports as columns, peers first."""
+    figures = [member[2] for member in members]
+    figures += [entry.figures for entry in entries]
+    names = [namespace_of(member[1]) for member in members]
+    names += namespaces
     dimensions: list[DimensionSummary | None] = []
     for index, quota in enumerate(quotas):
         if quota is None:
             dimensions.append(None)
             continue
         usage, demand, allocation = 3 * index + USAGE, 3 * index + DEMAND, 3 * index + ALLOCATION
-        reports = [
-            Report(unit_id(r, key), f[usage], f[demand], f[allocation], namespace_of(key))
-            for r, key, f in members
-        ]
-        reports += [
-            Report(
-                unit_id(reporter_id, e.key),
-                e.figures[usage],
-                e.figures[demand],
-                had[index],
-                namespace_of(e.key),
-            )
-            for e, had in zip(entries, before, strict=True)
-        ]
+        demands = [f[demand] for f in figures]
+        allocations = [member[2][allocation] for member in members]
+        allocations += [had[index] for had in before]
         dimensions.append(
             DimensionSummary(
-                summarize(quota, reports),
-                sum((r.usage for r in reports), 0.0),
-                sum((r.demand for r in reports if r.demand < UNKNOWN), 0.0),
+                summarize_columns(quota, names, demands, allocations),
+                sum([f[usage] for f in figures], 0.0),
+                sum([d for d in demands if d < UNKNOWN], 0.0),
             )
         )
-    reporters = len({reporter for reporter, _, _ in members}) + 1
+    reporters = len({member[0] for member in members}) + 1
     units = len(members) + len(entries)
     return GroupSummary(marker, units, 1, reporters, tuple(dimensions))  # its first grant
 
@@ -655,10 +648,12 @@ def _write(
     reporter_id: str,
     entries: list[_Entry],
     dropped: list[tuple[NamespaceKey, Row]],
+    saved: list[Saved],
     now: datetime,
 ) -> bool:
-    """Write the rows due, drop namespaces no longer reported, and change the markers of
-    the groups whose inputs changed. Returns whether any row was written or dropped."""
+    """Write the rows due, drop namespaces no longer reported, store the groups planned
+    (``saved``), and change the markers of the groups whose inputs changed (with the
+    groups stored, those among them). Returns whether any row was written or dropped."""
     rows: list[Written] = []
     changed: set[str] = set()
     # Allocations that leave a group (rows dropped, or moved to another group) leave its
@@ -681,8 +676,10 @@ def _write(
     if dropped:
         queries.drop(reporter_id, [key for key, _ in dropped])
         changed.update(row.group for _, row in dropped if row.group is not None)
+    # Stored before their sums in force lose what left them.
+    remarked = queries.save_groups(saved, changed, now)
     queries.take_in_force(left)
-    queries.remark(changed, now)
+    queries.remark(changed - remarked, now)
     return bool(rows or dropped)
 
 
