@@ -73,7 +73,11 @@ class GroupSummary:
         for before, now in zip(previous.references, self.dimensions, strict=True):
             if before is not None and now is not None and shares_moved(before, now.levels):
                 return self, True
-        return replace(self, woken=previous.references), False
+        woken = previous.references
+        summary = GroupSummary(
+            self.marker, self.units, self.grants, self.reporters, self.dimensions, woken
+        )
+        return summary, False
 
     @property
     def references(self) -> tuple[Levels | None, ...]:
@@ -120,68 +124,92 @@ class GroupSummary:
         return tuple(None if d is None else d.levels.quota for d in self.dimensions)
 
     def to_json(self) -> str:
-        raw: dict[str, Any] = {
-            "marker": self.marker,
-            "units": self.units,
-            "grants": self.grants,
-            "reporters": self.reporters,
-            "dimensions": [None if d is None else _dimension(d) for d in self.dimensions],
-        }
+        """The summary as compact JSON: an array of its members in order, each dimension's
+        an array too (its levels' members, then its sums), and infinite levels written as
+        ``Infinity`` (Python's JSON reads and writes it; the column is read only here). A
+        broker's report writes thousands, and reads as many of the ones before."""
+        raw: list[Any] = [
+            self.marker,
+            self.units,
+            self.grants,
+            self.reporters,
+            [
+                None if d is None else [*_levels(d.levels), d.usage, d.demand]
+                for d in self.dimensions
+            ],
+        ]
         if self.woken:
-            raw["woken"] = [None if w is None else _levels(w) for w in self.woken]
+            raw.append([None if w is None else _levels(w) for w in self.woken])
         return json.dumps(raw, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> GroupSummary:
+        """The summary of `to_json`'s JSON, or of the objects it wrote before (whose
+        infinite levels were nulls)."""
         raw = json.loads(text)
-        units = raw["units"]
+        if isinstance(raw, dict):
+            return _from_objects(raw)
+        marker, units, grants, reporters, dimensions, *woken = raw
         return cls(
-            raw["marker"],
+            marker,
             units,
-            raw["grants"],
-            raw["reporters"],
-            tuple(None if d is None else _dimension_of(d, units) for d in raw["dimensions"]),
-            tuple(None if w is None else _levels_of(w, units) for w in raw.get("woken", ())),
+            grants,
+            reporters,
+            tuple(
+                None
+                if d is None
+                else DimensionSummary(Levels(d[0], units, d[1], d[2], d[3], d[4], d[5]), d[6], d[7])
+                for d in dimensions
+            ),
+            tuple(
+                None if w is None else Levels(w[0], units, w[1], w[2], w[3], w[4], w[5])
+                for w in woken[0]
+            )
+            if woken
+            else (),
         )
 
 
-def _level(value: float) -> float | None:
-    return None if math.isinf(value) else value  # JSON has no infinity
+def _levels(levels: Levels) -> list[Any]:
+    return [
+        levels.quota,
+        levels.group_level,
+        levels.namespace_levels,
+        levels.room,
+        levels.shortfall,
+        levels.unknown,
+    ]
 
 
-def _levels(levels: Levels) -> dict[str, Any]:
-    return {
-        "quota": levels.quota,
-        "level": _level(levels.group_level),
-        "namespaces": {ns: _level(level) for ns, level in levels.namespace_levels.items()},
-        "room": levels.room,
-        "shortfall": levels.shortfall,
-        "unknown": levels.unknown,
-    }
+def _from_objects(raw: dict[str, Any]) -> GroupSummary:
+    units = raw["units"]
+    return GroupSummary(
+        raw["marker"],
+        units,
+        raw["grants"],
+        raw["reporters"],
+        tuple(
+            None if d is None else DimensionSummary(_levels_of(d, units), d["usage"], d["demand"])
+            for d in raw["dimensions"]
+        ),
+        tuple(None if w is None else _levels_of(w, units) for w in raw.get("woken", ())),
+    )
 
 
-def _dimension(summary: DimensionSummary) -> dict[str, Any]:
-    return {**_levels(summary.levels), "usage": summary.usage, "demand": summary.demand}
-
-
-_INFINITY = math.inf
+def _unlevel(value: float | None) -> float:
+    return math.inf if value is None else value
 
 
 def _levels_of(raw: dict[str, Any], reporters: int) -> Levels:
-    level = raw["level"]
     return Levels(
         raw["quota"],
         reporters,
-        _INFINITY if level is None else level,
-        {ns: _INFINITY if level is None else level for ns, level in raw["namespaces"].items()},
+        _unlevel(raw["level"]),
+        {ns: _unlevel(level) for ns, level in raw["namespaces"].items()},
         raw["room"],
         raw["shortfall"],
         raw["unknown"],
     )
-
-
-def _dimension_of(raw: dict[str, Any], reporters: int) -> DimensionSummary:
-    return DimensionSummary(_levels_of(raw, reporters), raw["usage"], raw["demand"])
 
 
 def _known(demand: float) -> float:
