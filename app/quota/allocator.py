@@ -254,6 +254,39 @@ def _summarized(
     allocations: Sequence[float | None],
 ) -> Levels:
     floor = FLOOR * quota / len(demands)
+    first = namespaces[0]
+    if namespaces.count(first) == len(namespaces):
+        # All of one namespace (a group of one namespace, the most common kind): as below,
+        # without the namespaces' own split, which gives that one its total or the quota.
+        wants = [demand if demand > floor else floor for demand in demands]
+        total = sum(wants)
+        group_level = water_level(quota, [total])
+        level = water_level(min(total, group_level), wants)
+        fair = [want if want < level else level for want in wants]
+        namespace_levels = {first: level}
+    else:
+        group_level, namespace_levels = _levels_of_namespaces(quota, floor, namespaces, demands)
+        # Each reporter's fair share, as `Levels.share` gives it.
+        fair = [
+            min(max(demand, floor), namespace_levels[namespace])
+            for namespace, demand in zip(namespaces, demands, strict=True)
+        ]
+    total_fair = sum(fair)
+    spare = quota - total_fair
+    room = 1 + min(GROWTH, max(spare, 0.0) / total_fair)
+    shortfall = 0.0
+    for allocation, share in zip(allocations, fair, strict=True):
+        lacks = share * room - (allocation or 0.0)
+        if lacks > 0.0:
+            shortfall += lacks
+    unknown = max(demands) >= UNKNOWN
+    return Levels(quota, len(demands), group_level, namespace_levels, room, shortfall, unknown)
+
+
+def _levels_of_namespaces(
+    quota: float, floor: float, namespaces: Sequence[str], demands: Sequence[float]
+) -> tuple[float, dict[str, float]]:
+    """The namespaces' water level, and each one's among its reporters."""
     members: dict[str, list[float]] = {}
     for namespace, demand in zip(namespaces, demands, strict=True):
         members.setdefault(namespace, []).append(demand if demand > floor else floor)
@@ -263,20 +296,7 @@ def _summarized(
         namespace: water_level(min(total, group_level), wants)
         for (namespace, wants), total in zip(members.items(), totals, strict=True)
     }
-    # Each reporter's fair share, as `Levels.share` gives it.
-    fair = [
-        min(max(demand, floor), namespace_levels[namespace])
-        for namespace, demand in zip(namespaces, demands, strict=True)
-    ]
-    spare = quota - sum(fair)
-    room = 1 + min(GROWTH, max(spare, 0.0) / sum(fair))
-    shortfall = 0.0
-    for allocation, share in zip(allocations, fair, strict=True):
-        lacks = share * room - (allocation or 0.0)
-        if lacks > 0.0:
-            shortfall += lacks
-    unknown = any(demand >= UNKNOWN for demand in demands)
-    return Levels(quota, len(demands), group_level, namespace_levels, room, shortfall, unknown)
+    return group_level, namespace_levels
 
 
 def grant(levels: Levels, report: Report, in_force: float) -> Grant:
@@ -302,6 +322,18 @@ def grant_of(
 ) -> Grant:
     """`grant`, of a reporter's namespace, demand and allocation, from ``levels`` with
     ``shortfall`` as theirs (`Levels.settled_shortfall`)."""
+    return Grant(*granted(levels, shortfall, namespace, demand, allocation, in_force))
+
+
+def granted(
+    levels: Levels,
+    shortfall: float,
+    namespace: str,
+    demand: float,
+    allocation: float | None,
+    in_force: float,
+) -> tuple[float, float, bool]:
+    """`grant_of`'s rate, fair share and whether to report early, as a tuple."""
     quota = levels.quota
     share = levels.share_of(namespace, demand)
     target = share * levels.room
@@ -316,7 +348,7 @@ def grant_of(
         rate = max(rate, min(target, PROBE * max(share, levels.equal), room_for_probes))
     unknown = levels.unknown or demand >= UNKNOWN
     early = allocation is None or rate < WAITING * share or (unknown and demand > share)
-    return Grant(rate, share, early)
+    return rate, share, early
 
 
 def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:

@@ -71,8 +71,7 @@ from app.models import DIMENSIONS
 from app.quota.allocator import (
     EARLY_REPORT,
     UNKNOWN,
-    Grant,
-    grant_of,
+    granted,
     moved,
     summarize_columns,
 )
@@ -495,7 +494,11 @@ def _plan(
                 [e.row.figures if e.row and e.row.group == group else None for e in entries],
                 [entry.figures for entry in entries],
             )
-        grants: list[list[Grant | None]] = [[None] * len(DIMENSIONS) for _ in entries]
+        # Per namespace, per dimension: the rate granted and the fair share (None where
+        # the group does not limit it).
+        rates: list[list[float | None]] = [[None] * len(DIMENSIONS) for _ in entries]
+        fairs: list[list[float | None]] = [[None] * len(DIMENSIONS) for _ in entries]
+        early = False
         dimensions = list(summary.dimensions)
         for index, dimension in enumerate(dimensions):
             if dimension is None:
@@ -505,36 +508,38 @@ def _plan(
             # Each grant as from the levels settled by the grants before it (`Levels.settled`).
             shortfall = levels.shortfall
             total = in_force[index]
-            for entry, namespace, had, granted in zip(
-                entries, namespaces, before, grants, strict=True
+            for entry, namespace, had, rated, fair in zip(
+                entries, namespaces, before, rates, fairs, strict=True
             ):
                 was = had[index]
                 demand = entry.figures[demand_at]
-                given = grant_of(levels, shortfall, namespace, demand, was, total)
-                if was is not None and not moved(was, given.rate, ALLOCATION_CHANGE):
-                    given = Grant(was, given.fair, given.early)  # as `_settle` keeps it
-                total += given.rate - (was or 0.0)
-                shortfall = levels.settled_shortfall(shortfall, namespace, demand, was, given.rate)
-                granted[index] = given
+                rate, fair[index], soon = granted(levels, shortfall, namespace, demand, was, total)
+                if was is not None and not moved(was, rate, ALLOCATION_CHANGE):
+                    rate = was  # as `_settle` keeps it
+                early = early or soon
+                total += rate - (was or 0.0)
+                shortfall = levels.settled_shortfall(shortfall, namespace, demand, was, rate)
+                rated[index] = rate
             in_force[index] = total
             dimensions[index] = DimensionSummary(
                 levels.with_shortfall(shortfall), dimension.usage, dimension.demand
             )
-        summary = replace(summary, dimensions=tuple(dimensions))
+        summary = GroupSummary(
+            summary.marker,
+            summary.units,
+            summary.grants,
+            summary.reporters,
+            tuple(dimensions),
+            summary.woken,
+        )
         saved.append((group, summary.to_json(), in_force, woken))
         plans[group] = Plan(
             id=new_token(),
             marker=markers.get(group, 0),
             quotas=quotas,
-            rates={
-                entry.key: tuple(None if grant is None else grant.rate for grant in g)
-                for entry, g in zip(entries, grants, strict=True)
-            },
-            fallbacks={
-                entry.key: tuple(None if grant is None else grant.fair for grant in g)
-                for entry, g in zip(entries, grants, strict=True)
-            },
-            early=any(grant.early for g in grants for grant in g if grant is not None),
+            rates={entry.key: tuple(r) for entry, r in zip(entries, rates, strict=True)},
+            fallbacks={entry.key: tuple(f) for entry, f in zip(entries, fairs, strict=True)},
+            early=early,
         )
         if stats is not None:
             stats.record(group, *_totals(summary, in_force))
@@ -601,12 +606,14 @@ def _totals(summary: GroupSummary, in_force: list[float]) -> tuple[int, tuple[Gr
     """A group's reporters, and per dimension its limit and the sums of usage, demand (where
     known) and allocations in force (this report's new grants included)."""
     totals: list[GroupTotals] = []
-    for name, dimension, granted in zip(DIMENSION_NAMES, summary.dimensions, in_force, strict=True):
+    for name, dimension, allocated in zip(
+        DIMENSION_NAMES, summary.dimensions, in_force, strict=True
+    ):
         if dimension is None:
             totals.append((name, -1.0, 0.0, 0.0, -1.0))
         else:
             quota = dimension.levels.quota
-            totals.append((name, quota, dimension.usage, dimension.demand, granted))
+            totals.append((name, quota, dimension.usage, dimension.demand, allocated))
     return summary.reporters, tuple(totals)
 
 
