@@ -28,6 +28,7 @@ from app.api import (
 )
 from app.api import metrics as metrics_api
 from app.api.draft_aliases import draft_alias_router
+from app.api.lanes import ReportLanes
 from app.api.limits import RequestLimits, RequestLimitsMiddleware
 from app.api.security import TokenAuthMiddleware, document_security
 from app.api.throttling import ThrottlingMiddleware
@@ -114,6 +115,7 @@ def create_app(
     app.state.engine = engine
     app.state.sessionmaker = make_sessionmaker(engine)
     app.state.group_cache = group_cache_for(engine)
+    app.state.report_lanes = ReportLanes(app.state.sessionmaker)
     app.state.changes = ChangeWatch(partial(_changes, app.state.sessionmaker))
     app.state.metrics = metrics = Metrics(
         max(settings.report_interval_seconds, settings.report_lease_seconds)

@@ -20,13 +20,13 @@ from typing import ClassVar, TypeVar
 
 from fastapi import Request
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.db import begin_write
 from app.errors import ServiceUnavailable
 
-__all__ = ["Session", "WriteConflict", "read", "write"]
+__all__ = ["Session", "WriteConflict", "read", "transaction", "write"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,12 +52,17 @@ CONFLICT_REASON = (
 
 async def read(request: Request, work: Callable[[Session], T]) -> T:
     """Run ``work(session)`` in the thread pool and return what it returns."""
-    return await run_in_threadpool(_run, request, work, False)
+    return await run_in_threadpool(_run, request.app.state.sessionmaker, work, False)
 
 
 async def write(request: Request, work: Callable[[Session], T]) -> T:
     """Run ``work(session)`` as one transaction: committed if it returns, rolled back if not."""
-    return await run_in_threadpool(_run, request, work, True)
+    return await transaction(request.app.state.sessionmaker, work)
+
+
+async def transaction(sessions: sessionmaker[Session], work: Callable[[Session], T]) -> T:
+    """`write`, for work that is not one request's."""
+    return await run_in_threadpool(_run, sessions, work, True)
 
 
 def is_retryable(exc: DBAPIError) -> bool:
@@ -65,11 +70,11 @@ def is_retryable(exc: DBAPIError) -> bool:
     return getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES
 
 
-def _run(request: Request, work: Callable[[Session], T], writes: bool) -> T:
+def _run(sessions: sessionmaker[Session], work: Callable[[Session], T], writes: bool) -> T:
     attempt = 1
     while True:
         try:
-            return _attempt(request, work, writes)
+            return _attempt(sessions, work, writes)
         except DBAPIError as exc:
             if not is_retryable(exc):
                 raise
@@ -80,11 +85,11 @@ def _run(request: Request, work: Callable[[Session], T], writes: bool) -> T:
             attempt += 1
 
 
-def _attempt(request: Request, work: Callable[[Session], T], writes: bool) -> T:
+def _attempt(sessions: sessionmaker[Session], work: Callable[[Session], T], writes: bool) -> T:
     # Endpoints are async and call this once: the session opens, works and closes within
     # one thread, so a request never holds a connection while waiting for a thread (which
     # deadlocks once every thread waits for a connection held by a request without one).
-    with request.app.state.sessionmaker() as session:
+    with sessions() as session:
         try:
             if writes:
                 begin_write(session)

@@ -103,7 +103,8 @@ async def report_usage(request: Request, reporterId: ReporterId) -> Response:
         reporters.expire(session, datetime.fromtimestamp(now, UTC), state.report_cache)
 
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
-    answer = await deps.write(request, work)
+    lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None
+    answer = await state.report_lanes.submit(lane, reporterId, work)
     if expire:
         # A transaction of its own: the report's locks are released first, so the two never
         # wait on each other's in a cycle.

@@ -1,0 +1,123 @@
+"""Reports of one namespace, from one server process, stored together: one transaction each
+time the namespace's lane comes free.
+
+A Spark job's workers all report its namespace, so its group. While they join or settle,
+each of their reports plans the group under its lock (`app.quota.store`), and those plans
+are a sequence whatever happens here. Run as they arrive, every one of them holds a thread
+and a connection while it waits for the row lock, and the one holding the lock competes
+with all the waiting ones for the interpreter between its round trips: when 200 workers of
+one group joined within a second, reports waited over a second for a thread, and the backlog
+took five more seconds to drain. In a lane, the reports of a namespace that arrive while its
+last transaction runs wait here, at no cost, and the next transaction stores them all, one
+after another as the database would have ordered them: one wait for the lock and one
+commit for the lot, and one thread at work on the namespace.
+
+Nothing about what a report stores or answers changes: each is `store.submit` on the same
+session, in arrival order, and a report refused for its own fault (a 4xx) is refused alone:
+the batch is rolled back and its reports are stored again one by one. Should the database
+fail the batch (it is down), every report in it gets that error, as each would have alone.
+Reports that name several namespaces (a broker's) take no lane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.api import deps
+from app.errors import AppError
+from app.models import QuotaReporter
+
+MAX_BATCH = 32
+"""Reports stored in one transaction: it holds the group's lock, which reports of the
+group from other processes wait for, while it stores them all."""
+
+Work = Callable[[Session], bytes]
+
+
+@dataclass
+class _Report:
+    reporter_id: str
+    work: Work
+    answer: asyncio.Future[bytes] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class ReportLanes:
+    """A queue per namespace with a report waiting or being stored (none otherwise)."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self.sessions = sessions
+        self._waiting: dict[str, list[_Report]] = {}
+        self._draining: set[asyncio.Task[None]] = set()
+
+    async def submit(self, namespace: str | None, reporter_id: str, work: Work) -> bytes:
+        """Store a report of ``reporter_id`` in the namespace's lane (at once, alone, without
+        one)."""
+        if namespace is None:
+            return await deps.transaction(self.sessions, work)
+        report = _Report(reporter_id, work)
+        waiting = self._waiting.get(namespace)
+        if waiting is not None:
+            waiting.append(report)
+        else:
+            self._waiting[namespace] = [report]
+            # A task of its own, not this request's: a report that is cancelled (its worker
+            # went away) does not strand the ones queued behind it.
+            task = asyncio.create_task(self._drain(namespace))
+            self._draining.add(task)
+            task.add_done_callback(self._draining.discard)
+        return await report.answer
+
+    async def _drain(self, namespace: str) -> None:
+        waiting = self._waiting[namespace]
+        try:
+            while waiting:
+                batch = waiting[:MAX_BATCH]
+                del waiting[:MAX_BATCH]
+                await self._store(batch)
+        finally:
+            del self._waiting[namespace]
+            for report in waiting:  # only when cancelled, at shutdown
+                report.answer.cancel()
+
+    async def _store(self, batch: list[_Report]) -> None:
+        try:
+            answers = await deps.transaction(self.sessions, partial(_store_all, batch))
+        except AppError as refused:
+            if refused.status_code >= 500 or len(batch) == 1:
+                _fail(batch, refused)
+            else:  # one report's own fault: each is stored again alone, to its own outcome
+                for report in batch:
+                    await self._store([report])
+        except Exception as error:  # the database is down, say: every report's answer
+            _fail(batch, error)
+        else:
+            for report, answer in zip(batch, answers, strict=True):
+                if not report.answer.done():  # not cancelled meanwhile
+                    report.answer.set_result(answer)
+
+
+def _store_all(batch: list[_Report], session: Session) -> list[bytes]:
+    if len(batch) > 1:
+        # Reporters before groups, the order in which a report and a release lock them: a
+        # batch's later reports would otherwise lock their reporter holding the group.
+        session.execute(
+            select(QuotaReporter.reporter_id)
+            .where(QuotaReporter.reporter_id.in_(sorted({r.reporter_id for r in batch})))
+            .order_by(QuotaReporter.reporter_id)
+            .with_for_update()
+        )
+    return [report.work(session) for report in batch]
+
+
+def _fail(batch: list[_Report], error: Exception) -> None:
+    for report in batch:
+        if not report.answer.done():
+            report.answer.set_exception(error)

@@ -1,0 +1,144 @@
+"""Reports of one namespace queued behind a running one are stored together, in one
+transaction, each with its own answer; one that fails fails alone (both databases)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+
+from fastapi import FastAPI
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from app.api.lanes import MAX_BATCH, ReportLanes, Work
+from app.errors import Forbidden
+from app.models import RequestQuota
+
+
+class Reports:
+    """Reports that each store a row of their own and answer with their role, noting the
+    transaction they ran in."""
+
+    def __init__(self) -> None:
+        self.transactions: dict[str, int] = {}
+        self._sessions = itertools.count()
+        self.first_started = threading.Event()
+        self.release_first = threading.Event()
+
+    def store(self, role: str, *, fails: bool = False, first: bool = False) -> Work:
+        def work(session: Session) -> bytes:
+            if first:
+                self.first_started.set()
+                self.release_first.wait(10)
+            session.add(RequestQuota(role=role, requests_per_second=1))
+            session.flush()
+            # Each transaction runs in a session of its own (`app.api.deps`).
+            self.transactions[role] = session.info.setdefault("number", next(self._sessions))
+            if fails:
+                raise Forbidden(f"{role} may not report")
+            return role.encode()
+
+        return work
+
+
+def stored(engine: Engine) -> list[str]:
+    with Session(engine) as session:
+        return sorted(session.scalars(select(RequestQuota.role)))
+
+
+async def queue_behind_first(
+    lanes: ReportLanes, reports: Reports, *works: Work
+) -> list[bytes | BaseException]:
+    first = asyncio.ensure_future(lanes.submit("t/ns", "first", reports.store("first", first=True)))
+    await asyncio.to_thread(reports.first_started.wait, 10)
+    queued = [
+        asyncio.ensure_future(lanes.submit("t/ns", f"r{index}", work))
+        for index, work in enumerate(works)
+    ]
+    await asyncio.sleep(0.05)  # all queued while the first one's transaction runs
+    reports.release_first.set()
+    return await asyncio.gather(first, *queued, return_exceptions=True)
+
+
+def test_reports_queued_behind_one_are_stored_in_one_transaction(
+    app: FastAPI, engine: Engine
+) -> None:
+    lanes, reports = ReportLanes(app.state.sessionmaker), Reports()
+    roles = [f"r{index}" for index in range(5)]
+
+    answers = asyncio.run(
+        queue_behind_first(lanes, reports, *(reports.store(role) for role in roles))
+    )
+
+    assert answers == [b"first", *(role.encode() for role in roles)]
+    assert stored(engine) == sorted(["first", *roles])
+    assert len({reports.transactions[role] for role in roles}) == 1
+    assert reports.transactions["first"] != reports.transactions["r0"]
+
+
+def test_a_failing_report_fails_alone_and_the_others_are_stored_once(
+    app: FastAPI, engine: Engine
+) -> None:
+    lanes, reports = ReportLanes(app.state.sessionmaker), Reports()
+
+    answers = asyncio.run(
+        queue_behind_first(
+            lanes,
+            reports,
+            reports.store("before"),
+            reports.store("refused", fails=True),
+            reports.store("after"),
+        )
+    )
+
+    assert answers[:2] == [b"first", b"before"]
+    assert isinstance(answers[2], Forbidden)
+    assert answers[3] == b"after"
+    # The batch was rolled back and its reports stored again one by one: the refused
+    # report's row is gone with it, the others' are there once.
+    assert stored(engine) == ["after", "before", "first"]
+    assert reports.transactions["before"] != reports.transactions["after"]
+
+
+def test_a_long_queue_is_stored_in_batches_of_at_most_max_batch(
+    app: FastAPI, engine: Engine
+) -> None:
+    lanes, reports = ReportLanes(app.state.sessionmaker), Reports()
+    roles = [f"r{index:03d}" for index in range(MAX_BATCH + 3)]
+
+    answers = asyncio.run(
+        queue_behind_first(lanes, reports, *(reports.store(role) for role in roles))
+    )
+
+    assert answers[1:] == [role.encode() for role in roles]
+    batches = [reports.transactions[role] for role in roles]
+    assert len(set(batches[:MAX_BATCH])) == 1
+    assert len(set(batches[MAX_BATCH:])) == 1
+    assert batches[0] != batches[-1]
+    assert stored(engine) == sorted(["first", *roles])
+
+
+def test_reports_without_a_lane_and_of_other_namespaces_do_not_wait(
+    app: FastAPI, engine: Engine
+) -> None:
+    lanes, reports = ReportLanes(app.state.sessionmaker), Reports()
+
+    async def run() -> list[bytes]:
+        first = asyncio.ensure_future(
+            lanes.submit("t/ns", "first", reports.store("first", first=True))
+        )
+        await asyncio.to_thread(reports.first_started.wait, 10)
+        # Answered while the first one is still held in its transaction.
+        others = [
+            await lanes.submit(None, "broker", reports.store("broker")),
+            await lanes.submit("t/other", "other", reports.store("other")),
+        ]
+        reports.release_first.set()
+        return [await first, *others]
+
+    if engine.dialect.name == "sqlite":
+        # SQLite has one writer at a time: the others would wait for the first's lock.
+        reports.release_first.set()
+    assert asyncio.run(run()) == [b"first", b"broker", b"other"]
+    assert stored(engine) == ["broker", "first", "other"]
