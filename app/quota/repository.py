@@ -50,7 +50,10 @@ class GroupRow(NamedTuple):
 
 
 class UsageRepository:
-    """The queries of usage reporting on one connection (a report's transaction)."""
+    """The queries of usage reporting on one connection (a report's transaction).
+
+    Results of thousands of rows are fetched whole (``.all()``): iterated, a result fetches
+    them from the driver one at a time."""
 
     __slots__ = ("connection", "sql")
 
@@ -76,7 +79,7 @@ class UsageRepository:
 
     def effective(self, keys: Sequence[NamespaceKey]) -> Iterable[Any]:
         """(tenant, name, effective group, its six rates) of each namespace that exists."""
-        return self._run(self.sql.namespaces, self.sql.keys(keys))  # type: ignore[no-any-return]
+        return self._run(self.sql.namespaces, self.sql.keys(keys)).all()  # type: ignore[no-any-return]
 
     # Reporters
 
@@ -142,7 +145,7 @@ class UsageRepository:
     def rows(self, reporter_id: str) -> dict[NamespaceKey, Row]:
         return {
             (row[0], row[1]): Row(tuple(row[4:]), row[2], row[3])
-            for row in self._run(self.sql.rows, {"reporter_id": reporter_id})
+            for row in self._run(self.sql.rows, {"reporter_id": reporter_id}).all()
         }
 
     def upsert(self, reporter_id: str, now: datetime, rows: Sequence[Written]) -> None:
@@ -217,7 +220,7 @@ class UsageRepository:
         force; a group that has no row is left out."""
         return {
             row[0]: GroupRow(row[1], row[2], tuple(row[3:]))
-            for row in self._run(self.sql.group_rows, {"groups": groups})
+            for row in self._run(self.sql.group_rows, {"groups": groups}).all()
         }
 
     def wakes(self, groups: Sequence[str]) -> dict[str, int]:
@@ -229,7 +232,7 @@ class UsageRepository:
         reporters' state: rows leave their groups' sums only when they go."""
         return {
             row[0]: tuple(value or 0.0 for value in row[1:])
-            for row in self._run(self.sql.in_force, {"groups": groups})
+            for row in self._run(self.sql.in_force, {"groups": groups}).all()
         }
 
     def save_groups(
