@@ -30,14 +30,17 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   (``RG_REPORT_INTERVAL_SECONDS=1``), or every ``--spark-every`` seconds (8: steady workers
   on the default lease, each first settling through a few reports), all in one group unless
   ``--spark-groups`` says otherwise, on the same database with the usage tables emptied
-  first. Open loop: a fixed rate of reports, spread evenly over each second, on as many
-  keep-alive connections as are in flight; latency counts from when a report was due, so a
-  server that falls behind cannot hide it. The rate steps up (doubling, then bisecting) to
-  the highest whose p99 latency stays under 100 ms with no failures; that rate times the
-  seconds between one worker's reports is how many worker processes one server process
-  holds (their long polls on changes, a request each per 30 s, aside). With
-  ``--spark-server-processes 1,2`` the shape runs against ``rgadmin serve --workers 1``, then
-  ``--workers 2``, and ``spark_scaling`` gives each one's sustained rate over the first's.
+  first. Each step's new workers join at once (within their first second) and settle in its
+  warm-up (6 s: a worker plans its group at its first four reports); ``joins_max_ms`` says
+  how long the last of them waited for its first answer. Open loop: a fixed rate of reports,
+  spread evenly over each second, on as many keep-alive connections as are in flight;
+  latency counts from when a report was due, so a server that falls behind cannot hide it.
+  The rate steps up (doubling, then bisecting) to the highest whose p99 latency stays under
+  100 ms with no failures; that rate times the seconds between one worker's reports is how
+  many worker processes one server process holds (their long polls on changes, a request
+  each per 30 s, aside). With ``--spark-server-processes 1,2`` the shape runs against
+  ``rgadmin serve --workers 1``, then ``--workers 2``, and ``spark_scaling`` gives each
+  one's sustained rate over the first's.
 
 Both report ``history_sampling``: the samples the server's usage-history sampler took during
 the shape's run, the seconds they took, and that as a share of the run's wall time.
@@ -117,6 +120,9 @@ SPARK_INTERVAL_S = 1.0
 GONE_AFTER_S = (
     Settings.model_fields["report_lease_seconds"].default + GRACE_INTERVALS * SPARK_INTERVAL_S
 )
+# A new worker's first four reports each plan its group (it probes, then grows into its
+# share); a step's warm-up gives them those and two seconds to spare before measuring.
+SETTLE_S = 6.0
 SPARK_VERSIONS = 4  # versions of each worker's report, its figures jittered, sent in turn
 P99_BAR_S = 0.100
 NAMESPACES_PER_TENANT = 1000
@@ -528,6 +534,8 @@ class StepResult:
     rate: float
     seconds: float
     latencies: list[float] = field(default_factory=list)
+    joins: list[float] = field(default_factory=list)
+    """Latencies of the first reports of the workers new in the step (in its warm-up)."""
     send_lags: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     not_accepted: int = 0
@@ -563,6 +571,7 @@ class _Job:
     reporter: int
     round: int  # the reporter's how-manieth report in the step
     measured: bool
+    joins: bool = False  # the reporter's first report ever
 
 
 class _SparkConnection(asyncio.Protocol):
@@ -658,6 +667,8 @@ class _Pool:
     def completed(self, connection: _SparkConnection, job: _Job, status: int, body: bytes) -> None:
         now = time.perf_counter()
         self.in_flight.discard(connection)
+        if job.joins:
+            self.step.joins.append(now - job.due)
         if job.measured:
             step = self.step
             step.latencies.append(now - job.due)
@@ -753,10 +764,18 @@ def _spark_requests(
 
 
 async def _spark_step(
-    port: int, token: str, groups: int, rate: float, every_s: float, warmup: float, seconds: float
+    port: int,
+    token: str,
+    groups: int,
+    rate: float,
+    every_s: float,
+    warmup: float,
+    seconds: float,
+    known: int,
 ) -> StepResult:
     """Offer ``rate`` reports per second, each worker's every ``every_s``, for ``warmup +
-    seconds``; measure the last ``seconds``."""
+    seconds``; measure the last ``seconds``, and the first reports of the workers beyond the
+    ``known`` ones of earlier steps (joining)."""
     reporters = max(1, round(rate * every_s))
     step = StepResult(rate=rate, seconds=seconds)
     pool = _Pool(port, step, _spark_requests(reporters, groups, token, port, every_s))
@@ -774,7 +793,8 @@ async def _spark_step(
         if delay > 0.0005:
             await asyncio.sleep(delay)
         reporter, round_ = index % reporters, index // reporters
-        pool.submit(_Job(due, reporter, round_, measured=index / rate >= warmup))
+        measured, joins = index / rate >= warmup, round_ == 0 and reporter >= known
+        pool.submit(_Job(due, reporter, round_, measured, joins))
     pool.all_done = loop.create_future()
     pool._check_done()
     with contextlib.suppress(TimeoutError):
@@ -792,9 +812,15 @@ async def _spark_step(
 def _step_summary(step: StepResult, meter: Meter, every_s: float) -> dict[str, Any]:
     lat = step.latencies
     wall = meter.wall or 1.0
+    joins = sorted(step.joins)
     return {
         "offered_per_second": round(step.rate, 1),
         "reporters": max(1, round(step.rate * every_s)),
+        # Workers new in the step, all starting within one report's period: how long the
+        # last of them waited for its first answer (in the warm-up, not in the pass).
+        "joined": len(joins),
+        "joins_p50_ms": round(percentile(joins, 0.50) * 1000, 1),
+        "joins_max_ms": round(joins[-1] * 1000, 1) if joins else None,
         "completed_per_second": round(len(lat) / step.seconds, 1),
         "p50_ms": round(percentile(lat, 0.50) * 1000, 1),
         "p90_ms": round(percentile(lat, 0.90) * 1000, 1),
@@ -834,6 +860,7 @@ def _spark(
         # Workers reporting less often than the interval (steady ones, on their leases)
         # join and settle first, a few reports each, so that what is measured is steady.
         warmup = max(args.spark_warmup, 3 * every_s if every_s > SPARK_INTERVAL_S else 0.0)
+        known = reporters_before  # alive from the previous step; the others join
         if rate * every_s < reporters_before:
             # The previous step's extra reporters stop: wait until the server counts them gone.
             warmup = max(warmup, GONE_AFTER_S + 0.5)
@@ -842,7 +869,14 @@ def _spark(
         meter.start()
         step = _run_loop(
             lambda: _spark_step(
-                server.port, token, args.spark_groups, rate, every_s, warmup, args.spark_seconds
+                server.port,
+                token,
+                args.spark_groups,
+                rate,
+                every_s,
+                warmup,
+                args.spark_seconds,
+                known,
             )
         )
         meter.stop()
@@ -977,7 +1011,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--spark-max", type=float, default=20_000, help="Highest rate tried.")
     parser.add_argument("--spark-refine", type=int, help="Bisection steps after doubling (3).")
     parser.add_argument("--spark-seconds", type=float, help="Measured seconds per step (4).")
-    parser.add_argument("--spark-warmup", type=float, help="Unmeasured seconds per step (1).")
+    parser.add_argument(
+        "--spark-warmup",
+        type=float,
+        help="Unmeasured seconds per step, while the step's new workers join and settle (6).",
+    )
     parser.add_argument(
         "--spark-server-processes",
         type=_counts,
@@ -1006,7 +1044,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             "spark_start": 50,
             "spark_refine": 1,
             "spark_seconds": 2.0,
-            "spark_warmup": 0.5,
+            "spark_warmup": 2.0,
         }
         if args.quick
         else {
@@ -1015,7 +1053,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             "spark_start": 50,
             "spark_refine": 3,
             "spark_seconds": 4.0,
-            "spark_warmup": 1.0,
+            "spark_warmup": SETTLE_S,
         }
     )
     for name, value in defaults.items():
