@@ -27,10 +27,11 @@ from app.api import (
     ui,
 )
 from app.api import metrics as metrics_api
+from app.api.authentication import TokenAuthMiddleware
 from app.api.draft_aliases import draft_alias_router
 from app.api.lanes import ReportLanes
 from app.api.limits import RequestLimits, RequestLimitsMiddleware
-from app.api.security import TokenAuthMiddleware, document_security
+from app.api.spec import document_security
 from app.api.throttling import ThrottlingMiddleware
 from app.auth import TokenVerifier
 from app.config import Settings, get_settings

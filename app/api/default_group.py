@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from app.api import deps
-from app.api.security import superuser_of
+from app.api.deps import Superuser
 from app.errors import BadRequest, Forbidden, PreconditionFailed, Unauthorized, responses
 from app.schemas import ResourceGroupName
 from app.services import attachments
@@ -20,9 +20,8 @@ _ERRORS = responses(Unauthorized, Forbidden)
 
 
 @router.get("", responses=_ERRORS)
-async def get_default_resource_group(request: Request) -> str | None:
+async def get_default_resource_group(request: Request, _: Superuser) -> str | None:
     """Get the name of the default ResourceGroup, or null if there is none."""
-    superuser_of(request)
     return await deps.read(request, attachments.get_default)
 
 
@@ -31,14 +30,12 @@ async def get_default_resource_group(request: Request) -> str | None:
     status_code=204,
     responses=responses(BadRequest, Unauthorized, Forbidden, PreconditionFailed),
 )
-async def set_default_resource_group(request: Request, rg: ResourceGroupName) -> None:
+async def set_default_resource_group(request: Request, _: Superuser, rg: ResourceGroupName) -> None:
     """Make a ResourceGroup the group of every namespace without its own or its tenant's."""
-    superuser_of(request)
     await deps.write(request, lambda session: attachments.set_default(session, rg))
 
 
 @router.delete("", status_code=204, responses=_ERRORS)
-async def remove_default_resource_group(request: Request) -> None:
+async def remove_default_resource_group(request: Request, _: Superuser) -> None:
     """Remove the default ResourceGroup: the namespaces it covered become unlimited."""
-    superuser_of(request)
     await deps.write(request, lambda session: attachments.set_default(session, None))

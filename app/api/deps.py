@@ -1,4 +1,9 @@
-"""Running a request's database work: one transaction, in one trip to the thread pool.
+"""What endpoints take as dependencies: the caller, and their database work run as one
+transaction in one trip to the thread pool.
+
+The caller is authenticated before routing (`app.api.authentication`); endpoints say whom
+they serve by taking ``principal: CurrentPrincipal`` (any authenticated role) or
+``_: Superuser`` (superusers only: 403 for anyone else).
 
 A transaction that PostgreSQL aborts because it deadlocked with another or could not be
 serialized with one did nothing, and the same work run again a moment later succeeds: such
@@ -16,17 +21,28 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import ClassVar, TypeVar
+from typing import Annotated, ClassVar, TypeVar
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.routing import APIRoute
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
+from app.access import Principal
 from app.db import begin_write
-from app.errors import ServiceUnavailable
+from app.errors import Forbidden, ServiceUnavailable
 
-__all__ = ["Session", "WriteConflict", "read", "transaction", "write"]
+__all__ = [
+    "CurrentPrincipal",
+    "Session",
+    "Superuser",
+    "WriteConflict",
+    "read",
+    "requires_superuser",
+    "transaction",
+    "write",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +64,31 @@ CONFLICT_REASON = (
     f"The request collided with concurrent writes {ATTEMPTS} times in a row "
     "(deadlock or serialization failure); nothing was written, retry it"
 )
+
+
+# Async, as every dependency here: FastAPI runs a plain function's in the thread pool.
+async def current_principal(request: Request) -> Principal:
+    principal: Principal = request.scope["principal"]
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+
+SUPERUSERS_ONLY = "Only superusers may do this"
+
+
+async def require_superuser(principal: CurrentPrincipal) -> Principal:
+    if not principal.is_superuser:
+        raise Forbidden(SUPERUSERS_ONLY)
+    return principal
+
+
+Superuser = Annotated[Principal, Depends(require_superuser)]
+
+
+def requires_superuser(route: APIRoute) -> bool:
+    """Whether the route serves superusers only (it takes a `Superuser`)."""
+    return any(dependency.call is require_superuser for dependency in route.dependant.dependencies)
 
 
 async def read(request: Request, work: Callable[[Session], T]) -> T:

@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.access import Principal
-from app.api.security import SUPERUSERS_ONLY, is_superusers_only
+from app.api.deps import SUPERUSERS_ONLY, requires_superuser
 from app.config import Settings
 from app.errors import send_reason
 
@@ -203,7 +203,9 @@ class RequestLimitsMiddleware:
         return _BodyRule(
             limit=self.limits.large_bodies.get(route.name, self.limits.max_body_bytes),
             takes_json=route.body_field is not None or documented is not None,
-            superusers_only=is_superusers_only(route.endpoint),
+            # A route that takes no body leaves the 403 to its endpoint: a body sent to it is
+            # never read anyway.
+            superusers_only=route.body_field is not None and requires_superuser(route),
         )
 
 

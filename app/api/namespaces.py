@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Query, Request
 
 from app import access
 from app.api import deps
-from app.api.security import principal_of
+from app.api.deps import CurrentPrincipal
 from app.errors import (
     BadRequest,
     Conflict,
@@ -52,10 +52,14 @@ T = TypeVar("T")
 
 
 async def as_tenant_admin(
-    request: Request, tenant: str, operation: Callable[[deps.Session], T], *, writes: bool = False
+    request: Request,
+    principal: access.Principal,
+    tenant: str,
+    operation: Callable[[deps.Session], T],
+    *,
+    writes: bool = False,
 ) -> T:
-    """Run `operation` in one transaction, after checking the caller administers `tenant`."""
-    principal = principal_of(request)
+    """Run `operation` in one transaction, after checking `principal` administers `tenant`."""
 
     def work(session: deps.Session) -> T:
         access.require_tenant_admin(session, principal, tenant)
@@ -65,16 +69,18 @@ async def as_tenant_admin(
 
 
 @router.get("/{tenant}", responses=_READ_ERRORS)
-async def list_namespaces(request: Request, tenant: TenantName) -> list[str]:
+async def list_namespaces(
+    request: Request, principal: CurrentPrincipal, tenant: TenantName
+) -> list[str]:
     """List a tenant's namespaces as ``tenant/namespace``."""
     return await as_tenant_admin(
-        request, tenant, lambda session: namespaces.list_names(session, tenant)
+        request, principal, tenant, lambda session: namespaces.list_names(session, tenant)
     )
 
 
 @router.get("/{tenant}/{namespace}", responses=_READ_ERRORS)
 async def get_namespace_policies(
-    request: Request, tenant: TenantName, namespace: NamespaceName
+    request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
 ) -> NamespacePolicies:
     """Get a namespace's policies: its permissions, cluster and ResourceGroup, as Pulsar's."""
     cluster = request.app.state.settings.cluster_name
@@ -89,7 +95,7 @@ async def get_namespace_policies(
             resource_group_name=own,
         )
 
-    return await as_tenant_admin(request, tenant, policies)
+    return await as_tenant_admin(request, principal, tenant, policies)
 
 
 @router.put(
@@ -99,6 +105,7 @@ async def get_namespace_policies(
 )
 async def create_namespace(
     request: Request,
+    principal: CurrentPrincipal,
     tenant: TenantName,
     namespace: NamespaceName,
     policies: Annotated[
@@ -109,6 +116,7 @@ async def create_namespace(
     """Create a namespace in a tenant."""
     await as_tenant_admin(
         request,
+        principal,
         tenant,
         lambda session: namespaces.create(session, tenant, namespace),
         writes=True,
@@ -124,30 +132,35 @@ async def create_namespace(
         "default group would cover if it were created again"
     ),
 )
-async def delete_namespace(request: Request, tenant: TenantName, namespace: NamespaceName) -> None:
+async def delete_namespace(
+    request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
+) -> None:
     """Delete a namespace, with its permissions and attachment."""
-    principal = principal_of(request)
 
     def remove(session: deps.Session) -> None:
         access.require_delete_keeps_a_group(session, principal, tenant, namespace)
         namespaces.remove(session, tenant, namespace)
 
-    await as_tenant_admin(request, tenant, remove, writes=True)
+    await as_tenant_admin(request, principal, tenant, remove, writes=True)
 
 
 @router.get("/{tenant}/{namespace}/permissions", responses=_READ_ERRORS)
 async def get_permissions(
-    request: Request, tenant: TenantName, namespace: NamespaceName
+    request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
 ) -> dict[str, list[str]]:
     """Get the actions each role is granted on a namespace."""
     return await as_tenant_admin(
-        request, tenant, lambda session: namespaces.permissions(session, tenant, namespace)
+        request,
+        principal,
+        tenant,
+        lambda session: namespaces.permissions(session, tenant, namespace),
     )
 
 
 @router.post("/{tenant}/{namespace}/permissions/{role}", status_code=204, responses=_READ_ERRORS)
 async def grant_permission(
     request: Request,
+    principal: CurrentPrincipal,
     tenant: TenantName,
     namespace: NamespaceName,
     role: RoleName,
@@ -159,6 +172,7 @@ async def grant_permission(
     """Grant a role actions on a namespace; ``produce``/``consume`` let its jobs report usage."""
     await as_tenant_admin(
         request,
+        principal,
         tenant,
         lambda session: namespaces.grant(session, tenant, namespace, role, list(actions)),
         writes=True,
@@ -167,11 +181,16 @@ async def grant_permission(
 
 @router.delete("/{tenant}/{namespace}/permissions/{role}", status_code=204, responses=_READ_ERRORS)
 async def revoke_permission(
-    request: Request, tenant: TenantName, namespace: NamespaceName, role: RoleName
+    request: Request,
+    principal: CurrentPrincipal,
+    tenant: TenantName,
+    namespace: NamespaceName,
+    role: RoleName,
 ) -> None:
     """Revoke all of a role's actions on a namespace."""
     await as_tenant_admin(
         request,
+        principal,
         tenant,
         lambda session: namespaces.revoke(session, tenant, namespace, role),
         writes=True,
@@ -190,6 +209,7 @@ async def revoke_permission(
 )
 async def get_namespace_resource_group(
     request: Request,
+    principal: CurrentPrincipal,
     tenant: TenantName,
     namespace: NamespaceName,
     applied: Annotated[
@@ -208,7 +228,7 @@ async def get_namespace_resource_group(
             return namespaces.get(session, tenant, namespace).resource_group
         return attachments.applied_group(session, tenant, namespace)
 
-    return await as_tenant_admin(request, tenant, work)
+    return await as_tenant_admin(request, principal, tenant, work)
 
 
 @router.post(
@@ -221,16 +241,19 @@ async def get_namespace_resource_group(
     ),
 )
 async def set_namespace_resource_group(
-    request: Request, tenant: TenantName, namespace: NamespaceName, rg: ResourceGroupName
+    request: Request,
+    principal: CurrentPrincipal,
+    tenant: TenantName,
+    namespace: NamespaceName,
+    rg: ResourceGroupName,
 ) -> None:
     """Attach a ResourceGroup to a namespace; it takes precedence over the tenant's."""
-    principal = principal_of(request)
 
     def attach(session: deps.Session) -> None:
         access.require_group_used_by_tenant(session, principal, tenant, rg)
         attachments.set_for_namespace(session, tenant, namespace, rg)
 
-    await as_tenant_admin(request, tenant, attach, writes=True)
+    await as_tenant_admin(request, principal, tenant, attach, writes=True)
 
 
 @router.delete(
@@ -243,13 +266,12 @@ async def set_namespace_resource_group(
     ),
 )
 async def remove_namespace_resource_group(
-    request: Request, tenant: TenantName, namespace: NamespaceName
+    request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
 ) -> None:
     """Detach the ResourceGroup from a namespace (its tenant's, else the default, then applies)."""
-    principal = principal_of(request)
 
     def detach(session: deps.Session) -> None:
         access.require_detach_keeps_a_group(session, principal, tenant, namespace)
         attachments.set_for_namespace(session, tenant, namespace, None)
 
-    await as_tenant_admin(request, tenant, detach, writes=True)
+    await as_tenant_admin(request, principal, tenant, detach, writes=True)

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from app.api import deps
-from app.api.security import principal_of
+from app.api.deps import CurrentPrincipal
 from app.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized, responses
 from app.quota import reporters, store
 from app.quota.changes import MAX_WAIT_S
@@ -72,10 +72,11 @@ async def _usage_report(request: Request) -> UsageReport:
     responses=_REPORT_ERRORS,
     openapi_extra=_REPORT_BODY,
 )
-async def report_usage(request: Request, reporterId: ReporterId) -> Response:
+async def report_usage(
+    request: Request, principal: CurrentPrincipal, reporterId: ReporterId
+) -> Response:
     """Report usage and demand per namespace; get back each namespace's limits and allocations."""
     body = await _usage_report(request)
-    principal = principal_of(request)
     state = request.app.state
     now = state.clock()
     interval_s = state.settings.report_interval_seconds
@@ -113,9 +114,10 @@ async def report_usage(request: Request, reporterId: ReporterId) -> Response:
 
 
 @router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)
-async def release_reporter(request: Request, reporterId: ReporterId) -> None:
+async def release_reporter(
+    request: Request, principal: CurrentPrincipal, reporterId: ReporterId
+) -> None:
     """Release a reporter's shares at once, as a worker does when it exits."""
-    principal = principal_of(request)
     state = request.app.state
     now = datetime.fromtimestamp(state.clock(), UTC)
 
@@ -127,10 +129,9 @@ async def release_reporter(request: Request, reporterId: ReporterId) -> None:
 
 @router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)
 async def get_policy(
-    request: Request, tenant: TenantName, namespace: NamespaceName
+    request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
 ) -> NamespacePolicy:
     """A namespace's effective group and limits, for a job checking its setup before it runs."""
-    principal = principal_of(request)
     key = (tenant, namespace)
 
     def work(session: deps.Session) -> NamespacePolicy:
@@ -155,6 +156,8 @@ async def get_policy(
 )
 async def watch_changes(
     request: Request,
+    # Any authenticated role: it learns only that something changed.
+    _caller: CurrentPrincipal,
     after: Annotated[
         int | None,
         Query(description="The generation last seen: the answer waits until it is above it."),
@@ -175,7 +178,6 @@ async def watch_changes(
     """The admin generation, once it is above `after`, and the watched groups' wakes, once
     one moved: a long poll that workers hold, so that a change to their limits or shares
     reaches them at once (see `app.quota.changes`)."""
-    principal_of(request)  # any authenticated role: it learns only that something changed
     wakes = _watched(group or [])
     waiting = asyncio.ensure_future(request.app.state.changes.wait(after, wakes, waitMs / 1000))
     # A worker that closes stops waiting here too, and no longer holds up a shutdown.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from app.api import deps
-from app.api.security import superuser_of, superusers_only
+from app.api.deps import Superuser
 from app.errors import BadRequest, Forbidden, NotFound, Unauthorized, responses
 from app.schemas import RequestQuotaBody, RequestQuotasRead, RoleName
 from app.services import request_quotas
@@ -21,41 +21,39 @@ _ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
 
 
 @router.get("", responses=responses(Unauthorized, Forbidden))
-async def get_request_quotas(request: Request) -> RequestQuotasRead:
+async def get_request_quotas(request: Request, _: Superuser) -> RequestQuotasRead:
     """Get the default request quota and the quotas per role."""
-    superuser_of(request)
     default, roles = await deps.read(request, request_quotas.load)
     return RequestQuotasRead(default=default, roles=roles)
 
 
 @router.put("/default", status_code=204, responses=_ERRORS)
-@superusers_only
-async def set_default_request_quota(request: Request, body: RequestQuotaBody) -> None:
+async def set_default_request_quota(request: Request, _: Superuser, body: RequestQuotaBody) -> None:
     """Set the request quota of every role without its own."""
     await _put(request, DEFAULT, body)
 
 
 @router.delete("/default", status_code=204, responses=_ERRORS)
-async def remove_default_request_quota(request: Request) -> None:
+async def remove_default_request_quota(request: Request, _: Superuser) -> None:
     """Remove the default request quota: roles without their own are no longer limited."""
     await _remove(request, DEFAULT)
 
 
 @router.put("/roles/{role}", status_code=204, responses=_ERRORS)
-@superusers_only
-async def set_role_request_quota(request: Request, role: RoleName, body: RequestQuotaBody) -> None:
+async def set_role_request_quota(
+    request: Request, _: Superuser, role: RoleName, body: RequestQuotaBody
+) -> None:
     """Set a role's request quota, overriding the default."""
     await _put(request, role, body)
 
 
 @router.delete("/roles/{role}", status_code=204, responses=_ERRORS)
-async def remove_role_request_quota(request: Request, role: RoleName) -> None:
+async def remove_role_request_quota(request: Request, _: Superuser, role: RoleName) -> None:
     """Remove a role's own request quota: the default applies to it again."""
     await _remove(request, role)
 
 
 async def _put(request: Request, role: str, body: RequestQuotaBody) -> None:
-    superuser_of(request)
     await deps.write(
         request, lambda session: request_quotas.put(session, role, body.requestsPerSecond)
     )
@@ -63,6 +61,5 @@ async def _put(request: Request, role: str, body: RequestQuotaBody) -> None:
 
 
 async def _remove(request: Request, role: str) -> None:
-    superuser_of(request)
     await deps.write(request, lambda session: request_quotas.remove(session, role))
     request.app.state.request_throttle.expire()

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from app import access
 from app.api import deps
-from app.api.security import principal_of, superuser_of, superusers_only
+from app.api.deps import CurrentPrincipal, Superuser
 from app.errors import BadRequest, Forbidden, NotFound, PreconditionFailed, Unauthorized, responses
 from app.quota import history
 from app.readcache import GroupCache, load_entry
@@ -19,16 +19,16 @@ router = APIRouter(prefix="/admin/v2/resourcegroups", tags=["resourcegroups"])
 
 
 @router.get("", responses=responses(Unauthorized, Forbidden))
-async def list_resource_groups(request: Request) -> list[str]:
+async def list_resource_groups(request: Request, _: Superuser) -> list[str]:
     """List the names of all ResourceGroups."""
-    superuser_of(request)
     return await deps.read(request, resourcegroups.list_names)
 
 
 @router.get("/{rg}", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))
-async def get_resource_group(request: Request, rg: ResourceGroupName) -> ResourceGroupRead:
+async def get_resource_group(
+    request: Request, principal: CurrentPrincipal, rg: ResourceGroupName
+) -> ResourceGroupRead:
     """Get a ResourceGroup's rate quotas."""
-    principal = principal_of(request)
     cache: GroupCache = request.app.state.group_cache
     entry, token = await cache.lookup(rg)
     if entry is None:
@@ -41,12 +41,10 @@ async def get_resource_group(request: Request, rg: ResourceGroupName) -> Resourc
 
 
 @router.put("/{rg}", status_code=204, responses=responses(BadRequest, Unauthorized, Forbidden))
-@superusers_only
 async def put_resource_group(
-    request: Request, rg: ResourceGroupName, body: ResourceGroupUpdate
+    request: Request, _: Superuser, rg: ResourceGroupName, body: ResourceGroupUpdate
 ) -> None:
     """Create a ResourceGroup, or update the fields given (omitted fields keep their value)."""
-    superuser_of(request)
     await deps.write(request, lambda session: resourcegroups.upsert(session, rg, body))
 
 
@@ -55,15 +53,15 @@ async def put_resource_group(
     status_code=204,
     responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed),
 )
-async def delete_resource_group(request: Request, rg: ResourceGroupName) -> None:
+async def delete_resource_group(request: Request, _: Superuser, rg: ResourceGroupName) -> None:
     """Delete a ResourceGroup that no tenant or namespace uses and that is not the default."""
-    superuser_of(request)
     await deps.write(request, lambda session: resourcegroups.remove(session, rg))
 
 
 @router.get("/{rg}/usage", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))
 async def get_resource_group_usage(
     request: Request,
+    principal: CurrentPrincipal,
     rg: ResourceGroupName,
     since: Annotated[
         float,
@@ -71,7 +69,6 @@ async def get_resource_group_usage(
     ] = 900,
 ) -> UsageHistory:
     """Get a ResourceGroup's usage, demand and allocation over time, and its namespaces."""
-    principal = principal_of(request)
     state = request.app.state
 
     def work(session: deps.Session) -> UsageHistory:

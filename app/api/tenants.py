@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 
 from app import access
 from app.api import deps
-from app.api.security import principal_of, superuser_of, superusers_only
+from app.api.deps import CurrentPrincipal, Superuser
 from app.errors import (
     BadRequest,
     Conflict,
@@ -25,16 +25,16 @@ _READ_ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
 
 
 @router.get("", responses=responses(Unauthorized, Forbidden))
-async def list_tenants(request: Request) -> list[str]:
+async def list_tenants(request: Request, _: Superuser) -> list[str]:
     """List the names of all tenants."""
-    superuser_of(request)
     return await deps.read(request, tenants.list_names)
 
 
 @router.get("/{tenant}", responses=_READ_ERRORS)
-async def get_tenant(request: Request, tenant: TenantName) -> TenantInfo:
+async def get_tenant(
+    request: Request, principal: CurrentPrincipal, tenant: TenantName
+) -> TenantInfo:
     """Get a tenant's admin roles and allowed clusters."""
-    principal = principal_of(request)
 
     def work(session: deps.Session) -> TenantInfo:
         access.require_tenant_admin(session, principal, tenant)
@@ -47,18 +47,18 @@ async def get_tenant(request: Request, tenant: TenantName) -> TenantInfo:
 @router.put(
     "/{tenant}", status_code=204, responses=responses(BadRequest, Unauthorized, Forbidden, Conflict)
 )
-@superusers_only
-async def create_tenant(request: Request, tenant: TenantName, body: TenantInfo) -> None:
+async def create_tenant(
+    request: Request, _: Superuser, tenant: TenantName, body: TenantInfo
+) -> None:
     """Create a tenant."""
-    superuser_of(request)
     await deps.write(request, lambda session: tenants.create(session, tenant, body))
 
 
 @router.post("/{tenant}", status_code=204, responses=_READ_ERRORS)
-@superusers_only
-async def update_tenant(request: Request, tenant: TenantName, body: TenantInfo) -> None:
+async def update_tenant(
+    request: Request, _: Superuser, tenant: TenantName, body: TenantInfo
+) -> None:
     """Replace a tenant's admin roles and allowed clusters."""
-    superuser_of(request)
     await deps.write(request, lambda session: tenants.update_info(session, tenant, body))
 
 
@@ -67,16 +67,16 @@ async def update_tenant(request: Request, tenant: TenantName, body: TenantInfo) 
     status_code=204,
     responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
 )
-async def delete_tenant(request: Request, tenant: TenantName) -> None:
+async def delete_tenant(request: Request, _: Superuser, tenant: TenantName) -> None:
     """Delete a tenant that has no namespaces."""
-    superuser_of(request)
     await deps.write(request, lambda session: tenants.remove(session, tenant))
 
 
 @router.get("/{tenant}/resourcegroup", responses=_READ_ERRORS)
-async def get_tenant_resource_group(request: Request, tenant: TenantName) -> str | None:
+async def get_tenant_resource_group(
+    request: Request, principal: CurrentPrincipal, tenant: TenantName
+) -> str | None:
     """Get the name of the ResourceGroup attached to a tenant, or null."""
-    principal = principal_of(request)
 
     def work(session: deps.Session) -> str | None:
         access.require_tenant_admin(session, principal, tenant)
@@ -91,15 +91,13 @@ async def get_tenant_resource_group(request: Request, tenant: TenantName) -> str
     responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, PreconditionFailed),
 )
 async def set_tenant_resource_group(
-    request: Request, tenant: TenantName, rg: ResourceGroupName
+    request: Request, _: Superuser, tenant: TenantName, rg: ResourceGroupName
 ) -> None:
     """Attach a ResourceGroup to a tenant: its namespaces without their own group use it."""
-    superuser_of(request)
     await deps.write(request, lambda session: attachments.set_for_tenant(session, tenant, rg))
 
 
 @router.delete("/{tenant}/resourcegroup", status_code=204, responses=_READ_ERRORS)
-async def remove_tenant_resource_group(request: Request, tenant: TenantName) -> None:
+async def remove_tenant_resource_group(request: Request, _: Superuser, tenant: TenantName) -> None:
     """Detach the ResourceGroup from a tenant."""
-    superuser_of(request)
     await deps.write(request, lambda session: attachments.set_for_tenant(session, tenant, None))
