@@ -18,6 +18,7 @@ from starlette.types import Send
 
 from app.outage_log import OutageLog
 from app.schemas import NAME_PATTERN, NAME_RULE, ROLE_PATTERN, ROLE_RULE
+from app.state import state_of
 
 logger = logging.getLogger(__name__)
 # Every request fails while the database is down: a line a minute says so, not one each.
@@ -107,14 +108,14 @@ async def send_reason(
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route serves at the request's path (the app's routes are listed
-    flat in ``app.state.routes``).
+    flat in its state's ``routes``).
 
     Starlette's 405 names only the methods of the first route matching the path, while
     FastAPI makes one route per method: a path served by GET, PUT and DELETE would say
     ``Allow: GET``.
     """
     methods: set[str] = set()
-    for route in getattr(request.app.state, "routes", ()):
+    for route in state_of(request.app).routes:
         if isinstance(route, Route) and route.methods:
             match, _ = route.matches(request.scope)
             if match is not Match.NONE:
@@ -180,7 +181,7 @@ def register_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DBAPIError)
     async def database_error(request: Request, exc: DBAPIError) -> JSONResponse:
-        request.app.state.metrics.database_errors.labels(type(exc).__name__).inc()
+        state_of(request.app).metrics.database_errors.labels(type(exc).__name__).inc()
         if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
             _UNAVAILABLE.failed(exc.orig)
             return _reason_response(503, "Database unavailable")

@@ -44,6 +44,7 @@ from app.quota.changes import ChangeWatch, Reading
 from app.quota.repository import UsageRepository
 from app.readcache import group_cache_for
 from app.request_quotas import RequestThrottle
+from app.state import AppState, attach, state_of
 
 DESCRIPTION = (
     "Apache Pulsar's ResourceGroup admin API (PIP-82) for Spark jobs: groups of rate quotas "
@@ -61,16 +62,22 @@ GC_YOUNG_THRESHOLD = 50_000
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Sample usage while the server runs; close the app's state when it stops.
+
+    The state itself is built with the app, not here: the middlewares take parts of it when
+    they are added, before any lifespan, and a test's ``TestClient(app)`` serves requests
+    without running one.
+    """
     # What exists once the server has started lives as long as the process: frozen, no
     # collection walks it again.
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
-    state = app.state
+    state = state_of(app)
     sampler = asyncio.create_task(
         history.sample_periodically(
-            state.sessionmaker, state.clock, state.settings, state.metrics.history_samples.observe
+            state.sessions, state.clock, state.settings, state.metrics.history_samples.observe
         )
     )
     try:
@@ -79,7 +86,27 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         sampler.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
-        await state.changes.close()
+        await state.close()
+
+
+def build_state(settings: Settings, clock: Callable[[], float]) -> AppState:
+    engine = make_engine(settings.database_url)
+    sessions = make_sessionmaker(engine)
+    metrics = Metrics(max(settings.report_interval_seconds, settings.report_lease_seconds))
+    throttle = RequestThrottle()
+    metrics.watch_request_rates(throttle.rates)
+    return AppState(
+        settings=settings,
+        clock=clock,
+        engine=engine,
+        sessions=sessions,
+        group_cache=group_cache_for(engine),
+        report_cache=ReportCache(),
+        report_lanes=ReportLanes(sessions),
+        changes=ChangeWatch(partial(_changes, sessions)),
+        metrics=metrics,
+        request_throttle=throttle,
+    )
 
 
 def _changes(sessions: sessionmaker[Session], groups: Sequence[str]) -> Reading:
@@ -103,39 +130,26 @@ def create_app(
         version="0.1.0",
         description=DESCRIPTION,
         generate_unique_id_function=operation_id,
-        lifespan=_lifespan,
+        lifespan=lifespan,
         # Served by `ui.router` from this package's files: no CDN, so they work offline.
         docs_url=None,
         redoc_url=None,
     )
-    engine = make_engine(settings.database_url)
-    app.state.settings = settings
-    app.state.clock = clock
-    app.state.last_expiry = 0.0
-    app.state.report_cache = ReportCache()
-    app.state.engine = engine
-    app.state.sessionmaker = make_sessionmaker(engine)
-    app.state.group_cache = group_cache_for(engine)
-    app.state.report_lanes = ReportLanes(app.state.sessionmaker)
-    app.state.changes = ChangeWatch(partial(_changes, app.state.sessionmaker))
-    app.state.metrics = metrics = Metrics(
-        max(settings.report_interval_seconds, settings.report_lease_seconds)
-    )
-    app.state.request_throttle = throttle = RequestThrottle()
-    metrics.watch_request_rates(throttle.rates)
+    state = build_state(settings, clock)
+    attach(app, state)
     # Innermost: inside authentication, to refuse a role's body before reading it, and inside
     # throttling, whose metrics then count its 413s and 415s.
     app.add_middleware(
         RequestLimitsMiddleware,
         limits=RequestLimits.from_settings(settings, [quota.report_usage.__name__]),
-        routes=lambda: app.state.routes,
+        routes=lambda: state.routes,
     )
     # Added early, so it runs inside authentication and sees the caller's role.
     app.add_middleware(
         ThrottlingMiddleware,
-        throttle=throttle,
-        metrics=metrics,
-        sessions=app.state.sessionmaker,
+        throttle=state.request_throttle,
+        metrics=state.metrics,
+        sessions=state.sessions,
     )
     app.add_middleware(
         TokenAuthMiddleware,
@@ -158,9 +172,8 @@ def create_app(
     )
     for router in routers:
         app.include_router(router)
-    # The routes served, flat (newer FastAPI keeps an included router as one route): the
-    # request limits find a body's route in them, and a 405 lists the methods of a path.
-    app.state.routes = [route for router in routers for route in router.routes]
+    # Flat: newer FastAPI keeps an included router as one route.
+    state.routes = [route for router in routers for route in router.routes]
     app.openapi = document_security(app, quota.SCHEMAS)  # type: ignore[method-assign]
     return app
 

@@ -28,6 +28,7 @@ from app.config import Settings
 from app.db import sqlalchemy_url, upgrade_schema
 from app.main import create_app
 from app.models import Base
+from app.state import state_of
 from tests import preflight
 
 POSTGRES_URL = os.environ.get("RG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -90,12 +91,12 @@ def make_settings(database_url: str, secret_key: bytes, **overrides: Any) -> Set
 def app(database_url: str, secret_key: bytes) -> Iterator[FastAPI]:
     application = create_app(make_settings(database_url, secret_key))
     yield application
-    application.state.engine.dispose()
+    state_of(application).engine.dispose()
 
 
 @pytest.fixture
 def engine(app: FastAPI) -> Iterator[Engine]:
-    engine: Engine = app.state.engine
+    engine: Engine = state_of(app).engine
     _empty_tables(engine)
     yield engine
 

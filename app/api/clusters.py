@@ -6,14 +6,15 @@ the tenant every cluster listed here. Its name is the setting ``RG_CLUSTER_NAME`
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
+from app.api.deps import StateDep
 from app.errors import Unauthorized, responses
 
 router = APIRouter(prefix="/admin/v2/clusters", tags=["clusters"])
 
 
 @router.get("", responses=responses(Unauthorized))
-async def list_clusters(request: Request) -> list[str]:
+async def list_clusters(state: StateDep) -> list[str]:
     """List the names of the clusters: this server's one."""
-    return [request.app.state.settings.cluster_name]
+    return [state.settings.cluster_name]

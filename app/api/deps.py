@@ -32,10 +32,12 @@ from starlette.concurrency import run_in_threadpool
 from app.access import Principal
 from app.db import begin_write
 from app.errors import Forbidden, ServiceUnavailable
+from app.state import AppState, state_of
 
 __all__ = [
     "CurrentPrincipal",
     "Session",
+    "StateDep",
     "Superuser",
     "WriteConflict",
     "read",
@@ -67,6 +69,13 @@ CONFLICT_REASON = (
 
 
 # Async, as every dependency here: FastAPI runs a plain function's in the thread pool.
+async def current_state(request: Request) -> AppState:
+    return state_of(request.app)
+
+
+StateDep = Annotated[AppState, Depends(current_state)]
+
+
 async def current_principal(request: Request) -> Principal:
     principal: Principal = request.scope["principal"]
     return principal
@@ -93,12 +102,12 @@ def requires_superuser(route: APIRoute) -> bool:
 
 async def read(request: Request, work: Callable[[Session], T]) -> T:
     """Run ``work(session)`` in the thread pool and return what it returns."""
-    return await run_in_threadpool(_run, request.app.state.sessionmaker, work, False)
+    return await run_in_threadpool(_run, state_of(request.app).sessions, work, False)
 
 
 async def write(request: Request, work: Callable[[Session], T]) -> T:
     """Run ``work(session)`` as one transaction: committed if it returns, rolled back if not."""
-    return await transaction(request.app.state.sessionmaker, work)
+    return await transaction(state_of(request.app).sessions, work)
 
 
 async def transaction(sessions: sessionmaker[Session], work: Callable[[Session], T]) -> T:

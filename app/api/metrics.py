@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from app.api.deps import StateDep
 from app.config import Settings
 from app.errors import Forbidden
 
@@ -24,9 +25,9 @@ def protected_paths(settings: Settings) -> frozenset[str]:
 
 
 @router.get(PATH, response_class=Response)
-async def metrics(request: Request) -> Response:
+async def metrics(request: Request, state: StateDep) -> Response:
     """Metrics in Prometheus' text format: groups, roles, requests and database errors."""
-    settings: Settings = request.app.state.settings
+    settings = state.settings
     # Set by authentication when it covers this path; with authentication disabled, everyone
     # is a superuser, as in Pulsar (whose setting needs authenticationEnabled too).
     principal = request.scope.get("principal")
@@ -34,5 +35,4 @@ async def metrics(request: Request) -> Response:
         principal.is_superuser or principal.role in settings.metrics_readers
     ):
         raise Forbidden("Only superusers and the metrics roles (RG_METRICS_ROLES) may read metrics")
-    registry = request.app.state.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

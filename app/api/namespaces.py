@@ -9,7 +9,7 @@ from fastapi import APIRouter, Body, Query, Request
 
 from app import access
 from app.api import deps
-from app.api.deps import CurrentPrincipal
+from app.api.deps import CurrentPrincipal, StateDep
 from app.errors import (
     BadRequest,
     Conflict,
@@ -80,10 +80,14 @@ async def list_namespaces(
 
 @router.get("/{tenant}/{namespace}", responses=_READ_ERRORS)
 async def get_namespace_policies(
-    request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
+    request: Request,
+    principal: CurrentPrincipal,
+    state: StateDep,
+    tenant: TenantName,
+    namespace: NamespaceName,
 ) -> NamespacePolicies:
     """Get a namespace's policies: its permissions, cluster and ResourceGroup, as Pulsar's."""
-    cluster = request.app.state.settings.cluster_name
+    cluster = state.settings.cluster_name
 
     def policies(session: deps.Session) -> NamespacePolicies:
         own = namespaces.get(session, tenant, namespace).resource_group

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from app.api import deps
-from app.api.deps import CurrentPrincipal
+from app.api.deps import CurrentPrincipal, StateDep
 from app.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized, responses
 from app.quota import reporters, store
 from app.quota.changes import MAX_WAIT_S
@@ -73,11 +73,10 @@ async def _usage_report(request: Request) -> UsageReport:
     openapi_extra=_REPORT_BODY,
 )
 async def report_usage(
-    request: Request, principal: CurrentPrincipal, reporterId: ReporterId
+    request: Request, principal: CurrentPrincipal, state: StateDep, reporterId: ReporterId
 ) -> Response:
     """Report usage and demand per namespace; get back each namespace's limits and allocations."""
     body = await _usage_report(request)
-    state = request.app.state
     now = state.clock()
     interval_s = state.settings.report_interval_seconds
     # Looking for silent reporters is cheap but needless on every report: once per interval
@@ -115,10 +114,9 @@ async def report_usage(
 
 @router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)
 async def release_reporter(
-    request: Request, principal: CurrentPrincipal, reporterId: ReporterId
+    request: Request, principal: CurrentPrincipal, state: StateDep, reporterId: ReporterId
 ) -> None:
     """Release a reporter's shares at once, as a worker does when it exits."""
-    state = request.app.state
     now = datetime.fromtimestamp(state.clock(), UTC)
 
     def work(session: deps.Session) -> None:
@@ -129,7 +127,11 @@ async def release_reporter(
 
 @router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)
 async def get_policy(
-    request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
+    request: Request,
+    principal: CurrentPrincipal,
+    state: StateDep,
+    tenant: TenantName,
+    namespace: NamespaceName,
 ) -> NamespacePolicy:
     """A namespace's effective group and limits, for a job checking its setup before it runs."""
     key = (tenant, namespace)
@@ -138,11 +140,11 @@ async def get_policy(
         # Rights first: a role that may not report for the namespace gets 403 whether it
         # exists or not.
         reporters.authorize_reporting(session, principal, [key])
-        effective = store.effective_groups(session, [key], request.app.state.report_cache)[key]
+        effective = store.effective_groups(session, [key], state.report_cache)[key]
         return NamespacePolicy(
             resourceGroup=effective.group,
             limits=effective.limits,
-            reportIntervalMs=round(request.app.state.settings.report_interval_seconds * 1000),
+            reportIntervalMs=round(state.settings.report_interval_seconds * 1000),
         )
 
     return await deps.read(request, work)
@@ -158,6 +160,7 @@ async def watch_changes(
     request: Request,
     # Any authenticated role: it learns only that something changed.
     _caller: CurrentPrincipal,
+    state: StateDep,
     after: Annotated[
         int | None,
         Query(description="The generation last seen: the answer waits until it is above it."),
@@ -179,7 +182,7 @@ async def watch_changes(
     one moved: a long poll that workers hold, so that a change to their limits or shares
     reaches them at once (see `app.quota.changes`)."""
     wakes = _watched(group or [])
-    waiting = asyncio.ensure_future(request.app.state.changes.wait(after, wakes, waitMs / 1000))
+    waiting = asyncio.ensure_future(state.changes.wait(after, wakes, waitMs / 1000))
     # A worker that closes stops waiting here too, and no longer holds up a shutdown.
     gone = asyncio.ensure_future(_disconnected(request))
     try:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from app.api import deps
-from app.api.deps import Superuser
+from app.api.deps import StateDep, Superuser
 from app.errors import BadRequest, Forbidden, NotFound, Unauthorized, responses
 from app.schemas import RequestQuotaBody, RequestQuotasRead, RoleName
 from app.services import request_quotas
 from app.services.request_quotas import DEFAULT
+from app.state import AppState
 
 router = APIRouter(prefix="/admin/v2/request-quotas", tags=["request-quotas"])
 
@@ -28,38 +29,42 @@ async def get_request_quotas(request: Request, _: Superuser) -> RequestQuotasRea
 
 
 @router.put("/default", status_code=204, responses=_ERRORS)
-async def set_default_request_quota(request: Request, _: Superuser, body: RequestQuotaBody) -> None:
+async def set_default_request_quota(
+    request: Request, _: Superuser, state: StateDep, body: RequestQuotaBody
+) -> None:
     """Set the request quota of every role without its own."""
-    await _put(request, DEFAULT, body)
+    await _put(request, state, DEFAULT, body)
 
 
 @router.delete("/default", status_code=204, responses=_ERRORS)
-async def remove_default_request_quota(request: Request, _: Superuser) -> None:
+async def remove_default_request_quota(request: Request, _: Superuser, state: StateDep) -> None:
     """Remove the default request quota: roles without their own are no longer limited."""
-    await _remove(request, DEFAULT)
+    await _remove(request, state, DEFAULT)
 
 
 @router.put("/roles/{role}", status_code=204, responses=_ERRORS)
 async def set_role_request_quota(
-    request: Request, _: Superuser, role: RoleName, body: RequestQuotaBody
+    request: Request, _: Superuser, state: StateDep, role: RoleName, body: RequestQuotaBody
 ) -> None:
     """Set a role's request quota, overriding the default."""
-    await _put(request, role, body)
+    await _put(request, state, role, body)
 
 
 @router.delete("/roles/{role}", status_code=204, responses=_ERRORS)
-async def remove_role_request_quota(request: Request, _: Superuser, role: RoleName) -> None:
+async def remove_role_request_quota(
+    request: Request, _: Superuser, state: StateDep, role: RoleName
+) -> None:
     """Remove a role's own request quota: the default applies to it again."""
-    await _remove(request, role)
+    await _remove(request, state, role)
 
 
-async def _put(request: Request, role: str, body: RequestQuotaBody) -> None:
+async def _put(request: Request, state: AppState, role: str, body: RequestQuotaBody) -> None:
     await deps.write(
         request, lambda session: request_quotas.put(session, role, body.requestsPerSecond)
     )
-    request.app.state.request_throttle.expire()
+    state.request_throttle.expire()
 
 
-async def _remove(request: Request, role: str) -> None:
+async def _remove(request: Request, state: AppState, role: str) -> None:
     await deps.write(request, lambda session: request_quotas.remove(session, role))
-    request.app.state.request_throttle.expire()
+    state.request_throttle.expire()

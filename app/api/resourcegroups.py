@@ -8,10 +8,10 @@ from fastapi import APIRouter, Query, Request
 
 from app import access
 from app.api import deps
-from app.api.deps import CurrentPrincipal, Superuser
+from app.api.deps import CurrentPrincipal, StateDep, Superuser
 from app.errors import BadRequest, Forbidden, NotFound, PreconditionFailed, Unauthorized, responses
 from app.quota import history
-from app.readcache import GroupCache, load_entry
+from app.readcache import load_entry
 from app.schemas import ResourceGroupName, ResourceGroupRead, ResourceGroupUpdate, UsageHistory
 from app.services import resourcegroups
 
@@ -26,10 +26,10 @@ async def list_resource_groups(request: Request, _: Superuser) -> list[str]:
 
 @router.get("/{rg}", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))
 async def get_resource_group(
-    request: Request, principal: CurrentPrincipal, rg: ResourceGroupName
+    request: Request, principal: CurrentPrincipal, state: StateDep, rg: ResourceGroupName
 ) -> ResourceGroupRead:
     """Get a ResourceGroup's rate quotas."""
-    cache: GroupCache = request.app.state.group_cache
+    cache = state.group_cache
     entry, token = await cache.lookup(rg)
     if entry is None:
         entry = await deps.read(request, lambda session: load_entry(session, rg))
@@ -62,6 +62,7 @@ async def delete_resource_group(request: Request, _: Superuser, rg: ResourceGrou
 async def get_resource_group_usage(
     request: Request,
     principal: CurrentPrincipal,
+    state: StateDep,
     rg: ResourceGroupName,
     since: Annotated[
         float,
@@ -69,7 +70,6 @@ async def get_resource_group_usage(
     ] = 900,
 ) -> UsageHistory:
     """Get a ResourceGroup's usage, demand and allocation over time, and its namespaces."""
-    state = request.app.state
 
     def work(session: deps.Session) -> UsageHistory:
         access.require_group_reader(principal, resourcegroups.readers(session, rg))

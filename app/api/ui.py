@@ -22,7 +22,7 @@ from starlette.types import Scope
 
 from app.access import Principal
 from app.api import deps
-from app.api.deps import CurrentPrincipal
+from app.api.deps import CurrentPrincipal, StateDep
 from app.models import Namespace, Tenant
 from app.services import attachments, resourcegroups, tenants
 
@@ -75,9 +75,11 @@ router = APIRouter(include_in_schema=False)
 
 
 @router.get("/ui/api/session")
-async def dashboard_session(request: Request, principal: CurrentPrincipal) -> DashboardSession:
+async def dashboard_session(
+    request: Request, principal: CurrentPrincipal, state: StateDep
+) -> DashboardSession:
     """The token's role, and the tenants and groups the dashboard shows it."""
-    settings = request.app.state.settings
+    settings = state.settings
     tenant_names, groups = await deps.read(request, lambda session: visible(session, principal))
     return DashboardSession(
         role=principal.role,

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 
 from app.main import create_app
+from app.state import state_of
 from tests.conftest import make_settings
 
 
@@ -39,4 +40,4 @@ def servers(
     apps = [create_app(make_settings(database_url, secret_key), clock=clock) for _ in range(2)]
     yield apps
     for app in apps:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from app.errors import NotFound
 from app.services.attachments import effective_group
+from app.state import state_of
 
 NAMESPACE = "/admin/v2/namespaces/t/ns"
 TENANT = "/admin/v2/tenants/t"
@@ -186,7 +187,7 @@ class TestRoles:
 class TestEffectiveGroup:
     @staticmethod
     def effective(app: FastAPI, tenant: str = "t", namespace: str = "ns") -> str | None:
-        with app.state.sessionmaker() as session:
+        with state_of(app).sessions() as session:
             return effective_group(session, tenant, namespace)
 
     def test_namespace_wins_over_tenant_which_wins_over_none(

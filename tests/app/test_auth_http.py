@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.auth import create_token, generate_key_pair, generate_secret_key
 from app.main import create_app
+from app.state import state_of
 from tests.conftest import SUPERUSER, make_settings
 
 PATH_VALUES = {"rg": "rg", "tenant": "t", "namespace": "ns", "role": "job"}
@@ -110,7 +111,7 @@ def test_public_key_setting_accepts_key_pair_tokens(
         assert client.get("/admin/v2/resourcegroups", headers=bearer(good)).status_code == 200
         assert client.get("/admin/v2/resourcegroups", headers=bearer(bad)).status_code == 401
     finally:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
 
 
 def test_auth_disabled_lets_everyone_in(database_url: str, engine: object) -> None:
@@ -120,7 +121,7 @@ def test_auth_disabled_lets_everyone_in(database_url: str, engine: object) -> No
         assert client.put("/admin/v2/resourcegroups/rg", json={}).status_code == 204
         assert client.get("/admin/v2/resourcegroups").json() == ["rg"]
     finally:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
 
 
 def test_docs_and_health_need_no_token(anonymous: TestClient) -> None:

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.main import create_app
+from app.state import state_of
 from tests.conftest import make_settings
 
 
@@ -22,7 +23,7 @@ def test_lists_the_configured_cluster_to_any_role(
         response = TestClient(app).get("/admin/v2/clusters", headers=auth("a-job"))
         assert (response.status_code, response.json()) == (200, ["spark-east"])
     finally:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
 
 
 def test_needs_a_token(anonymous: TestClient) -> None:

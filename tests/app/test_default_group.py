@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 
 from app import generation as admin_generation
 from app.services.attachments import effective_group
+from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_attachments import reason
 from tests.app.test_quota_reports import INTERVAL_S, allocated, body, report
@@ -147,7 +148,7 @@ class TestDefaultGroup:
 class TestAppliedGroup:
     @staticmethod
     def effective(app: FastAPI, tenant: str = "t", namespace: str = "ns") -> str | None:
-        with app.state.sessionmaker() as session:
+        with state_of(app).sessions() as session:
             return effective_group(session, tenant, namespace)
 
     def test_each_source_in_turn(self, client: TestClient, app: FastAPI) -> None:

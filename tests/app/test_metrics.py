@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
 from app.main import create_app
+from app.state import state_of
 from tests.conftest import make_settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +42,7 @@ def server(database_url: str, secret_key: bytes, engine: Engine) -> Iterator[Fas
     """A fresh app, so that its metrics hold only what this test did."""
     app = create_app(make_settings(database_url, secret_key))
     yield app
-    app.state.engine.dispose()
+    state_of(app).engine.dispose()
 
 
 def test_group_figures_match_the_reports(server: FastAPI, client: TestClient, auth: Auth) -> None:
@@ -57,7 +58,7 @@ def test_group_figures_match_the_reports(server: FastAPI, client: TestClient, au
     allocations = {}
     for reporter, used, demand in (("a", 300, 400.0), ("b", 500, 900.0)):
         report = {
-            "sentAtMs": int(server.state.clock() * 1000),
+            "sentAtMs": int(state_of(server).clock() * 1000),
             "intervalMs": 1000,
             "namespaces": {"t/ns": {"publishMsgs": {"used": used, "demand": demand}}},
         }

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from app.auth import create_token, generate_secret_key
 from app.main import create_app
+from app.state import state_of
 from tests.conftest import SUPERUSER, make_settings
 
 Auth = Callable[[str], dict[str, str]]
@@ -28,7 +29,7 @@ def metrics_client(database_url: str, secret_key: bytes) -> Iterator[Callable[..
 
     yield client
     for app in apps:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
 
 
 def test_open_by_default(metrics_client: Callable[..., TestClient]) -> None:

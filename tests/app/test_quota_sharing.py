@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from app.main import create_app
+from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import INTERVAL_S, Auth, body, report
 from tests.conftest import make_settings
@@ -27,7 +28,7 @@ def server(
         make_settings(database_url, secret_key, max_reporters_per_namespace=CAP), clock=clock
     )
     yield app
-    app.state.engine.dispose()
+    state_of(app).engine.dispose()
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from sqlalchemy import Engine, event, text
 from app import generation
 from app.main import create_app
 from app.readcache import GenerationWatch, GroupEntry, PostgresGroupCache
+from app.state import state_of
 from tests.app.processes import rgadmin_servers
 from tests.conftest import SUPERUSER, make_settings
 
@@ -32,7 +33,7 @@ def other_server(database_url: str, secret_key: bytes, engine: Engine) -> Iterat
     """A second server on the same database, as another worker process would be."""
     app = create_app(make_settings(database_url, secret_key))
     yield app
-    app.state.engine.dispose()
+    state_of(app).engine.dispose()
 
 
 def test_a_write_elsewhere_is_seen_by_the_next_read(
@@ -72,7 +73,7 @@ def queries_of(app: FastAPI) -> Iterator[list[str]]:
     def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         seen.append(statement)
 
-    engine = app.state.engine
+    engine = state_of(app).engine
     event.listen(engine, "before_cursor_execute", record)
     try:
         yield seen
@@ -92,7 +93,7 @@ def test_a_write_drops_only_the_groups_it_touched(
     app: FastAPI, client: TestClient, other_server: FastAPI, auth: Auth
 ) -> None:
     """On SQLite; on PostgreSQL any admin write drops every entry."""
-    if app.state.engine.dialect.name != "sqlite":
+    if state_of(app).engine.dialect.name != "sqlite":
         pytest.skip("per-group invalidation is SQLite's")
     other = TestClient(other_server, headers=auth(SUPERUSER))
     client.put(GROUP, json={"publishRateInMsgs": 1})
@@ -123,7 +124,7 @@ def test_a_write_drops_only_the_groups_it_touched(
 def test_log_entries_lost_to_a_process_drop_everything(
     app: FastAPI, client: TestClient, engine: Engine
 ) -> None:
-    if app.state.engine.dialect.name != "sqlite":
+    if state_of(app).engine.dialect.name != "sqlite":
         pytest.skip("the log of changed groups is SQLite's")
     client.put(GROUP, json={"publishRateInMsgs": 1})
     client.get(GROUP)

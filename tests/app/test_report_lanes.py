@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.api.lanes import MAX_BATCH, ReportLanes, Work
 from app.errors import Forbidden
 from app.models import RequestQuota
+from app.state import state_of
 
 
 class Reports:
@@ -64,7 +65,7 @@ async def queue_behind_first(
 def test_reports_queued_behind_one_are_stored_in_one_transaction(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(app.state.sessionmaker), Reports()
+    lanes, reports = ReportLanes(state_of(app).sessions), Reports()
     roles = [f"r{index}" for index in range(5)]
 
     answers = asyncio.run(
@@ -80,7 +81,7 @@ def test_reports_queued_behind_one_are_stored_in_one_transaction(
 def test_a_failing_report_fails_alone_and_the_others_are_stored_once(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(app.state.sessionmaker), Reports()
+    lanes, reports = ReportLanes(state_of(app).sessions), Reports()
 
     answers = asyncio.run(
         queue_behind_first(
@@ -104,7 +105,7 @@ def test_a_failing_report_fails_alone_and_the_others_are_stored_once(
 def test_a_long_queue_is_stored_in_batches_of_at_most_max_batch(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(app.state.sessionmaker), Reports()
+    lanes, reports = ReportLanes(state_of(app).sessions), Reports()
     roles = [f"r{index:03d}" for index in range(MAX_BATCH + 3)]
 
     answers = asyncio.run(
@@ -122,7 +123,7 @@ def test_a_long_queue_is_stored_in_batches_of_at_most_max_batch(
 def test_reports_without_a_lane_and_of_other_namespaces_do_not_wait(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(app.state.sessionmaker), Reports()
+    lanes, reports = ReportLanes(state_of(app).sessions), Reports()
 
     async def run() -> list[bytes]:
         first = asyncio.ensure_future(

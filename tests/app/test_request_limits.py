@@ -29,6 +29,7 @@ from app.auth import create_token, generate_secret_key
 from app.config import MIB, Settings
 from app.db import upgrade_schema
 from app.main import create_app
+from app.state import state_of
 from tests.conftest import SUPERUSER, make_settings
 
 Auth = Callable[[str], dict[str, str]]
@@ -64,7 +65,7 @@ def small(database_url: str, secret_key: bytes, engine: Engine) -> Iterator[Fast
         )
     )
     yield app
-    app.state.engine.dispose()
+    state_of(app).engine.dispose()
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ def small_client(small: FastAPI, auth: Auth) -> TestClient:
 def body_operations(app: FastAPI) -> list[tuple[str, str]]:
     """(method, example path) of every operation that takes a body."""
     found = []
-    for route in app.state.routes:
+    for route in state_of(app).routes:
         if not isinstance(route, APIRoute):
             continue
         documented = (route.openapi_extra or {}).get("requestBody")

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 from app.db import alembic_config, migrations_directory, sqlalchemy_url, upgrade_schema
 from app.main import create_app
 from app.schema_version import read_state
+from app.state import state_of
 from tests.app.processes import free_port, wait_healthy
 from tests.conftest import empty_database, make_settings, postgres_database
 
@@ -37,7 +38,7 @@ def health(database_url: str, secret_key: bytes) -> httpx.Response:
     try:
         return TestClient(app, raise_server_exceptions=False).get("/health")
     finally:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -73,7 +74,7 @@ def test_health_sees_a_migration_without_a_restart(tmp_path: Path, secret_key: b
     assert client.get("/health").status_code == 200
     command.downgrade(alembic_config(url), first_revision())
     assert client.get("/health").status_code == 503
-    app.state.engine.dispose()
+    state_of(app).engine.dispose()
 
 
 def test_a_revision_from_a_newer_release_is_not_behind(tmp_path: Path, secret_key: bytes) -> None:

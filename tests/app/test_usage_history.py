@@ -19,6 +19,7 @@ from sqlalchemy import Engine, func, select
 from app.main import create_app
 from app.models import UsageSample
 from app.quota import history
+from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_attachments import reason
 from tests.app.test_quota_reports import INTERVAL_S, body, report
@@ -47,7 +48,7 @@ def servers(
     apps = [create_app(settings, clock=clock) for _ in range(2)]
     yield apps
     for app in apps:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
 
 
 @pytest.fixture
@@ -78,8 +79,8 @@ def world(client: TestClient) -> None:
 
 
 def sample(app: FastAPI, now: float) -> bool:
-    with app.state.sessionmaker.begin() as session:
-        return history.sample(session, now, app.state.settings)
+    with state_of(app).sessions.begin() as session:
+        return history.sample(session, now, state_of(app).settings)
 
 
 def usage(
@@ -290,9 +291,9 @@ def test_a_running_server_samples_by_itself(
                 time.sleep(0.1)
             assert len(times) >= 2
             assert times[-1] - times[-2] == pytest.approx(0.2)
-            took = app.state.metrics.registry.get_sample_value(
+            took = state_of(app).metrics.registry.get_sample_value(
                 "rg_usage_history_sample_seconds_count"
             )
             assert took is not None and took >= 1
     finally:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()

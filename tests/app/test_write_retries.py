@@ -20,6 +20,7 @@ from app.errors import register_error_handlers
 from app.models import ResourceGroup
 from app.schemas import ResourceGroupUpdate
 from app.services import resourcegroups
+from app.state import attach, state_of
 
 
 def collide(session: Session, sqlstate: str = "deadlock_detected") -> None:
@@ -89,8 +90,7 @@ def test_collisions_without_end_are_a_503_that_says_so(postgresql: FastAPI, engi
 
     # Over HTTP, through the application's own error handlers.
     api = FastAPI()
-    api.state.sessionmaker = postgresql.state.sessionmaker
-    api.state.metrics = postgresql.state.metrics
+    attach(api, state_of(postgresql))
     register_error_handlers(api)
 
     @api.post("/write")

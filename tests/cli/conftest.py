@@ -15,6 +15,7 @@ from typer.testing import CliRunner, Result
 
 from app.cli import cli
 from app.main import create_app
+from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.conftest import SUPERUSER, make_settings, serve
 
@@ -28,7 +29,7 @@ def server_clock() -> FakeClock:
 def cli_app(database_url: str, secret_key: bytes, server_clock: FakeClock) -> Iterator[FastAPI]:
     application = create_app(make_settings(database_url, secret_key), clock=server_clock)
     yield application
-    application.state.engine.dispose()
+    state_of(application).engine.dispose()
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from fastapi import FastAPI
 
 from app.commands.usage_table import latest_sample, plain_table, saturated_first
 from app.quota import history
+from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.cli.conftest import Rgadmin, failure, ok
 from tests.conftest import SUPERUSER
@@ -169,8 +170,8 @@ def sampled(
 
 def take_sample(app: FastAPI, clock: FakeClock) -> bool:
     """Take the usage sample of the clock's moment, as the server does every 10 s."""
-    with app.state.sessionmaker.begin() as session:
-        return history.sample(session, clock.now, app.state.settings)
+    with state_of(app).sessions.begin() as session:
+        return history.sample(session, clock.now, state_of(app).settings)
 
 
 @pytest.mark.usefixtures("sampled")

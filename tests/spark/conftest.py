@@ -15,6 +15,7 @@ import pytest
 from app.auth import create_token, generate_secret_key
 from app.db import upgrade_schema
 from app.main import create_app
+from app.state import state_of
 from rgspark import ResourceGroupClient
 from tests.conftest import SUPERUSER, make_settings, serve
 
@@ -171,7 +172,7 @@ def running_server(
     settings = make_settings(database_url, secret_key, report_interval_seconds=report_interval_s)
     app = create_app(settings)
     with ExitStack() as stack:
-        stack.callback(app.state.engine.dispose)
+        stack.callback(state_of(app).engine.dispose)
         url = stack.enter_context(serve(app))
         server = RGServer(url, secret_key, report_interval_s)
         stack.callback(server.close)

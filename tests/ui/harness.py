@@ -19,6 +19,7 @@ from app.auth import create_token, generate_secret_key
 from app.db import upgrade_schema
 from app.main import create_app
 from app.models import Base
+from app.state import state_of
 from rgspark._admin import AdminClient
 from rgspark._reporter import NamespaceQuota, Reporter
 from tests.conftest import SUPERUSER, make_settings, serve
@@ -65,9 +66,9 @@ def dashboard_server(directory: Path) -> Iterator[DashboardServer]:
     )
     try:
         with serve(app) as url:
-            yield DashboardServer(url, secret_key, app.state.engine)
+            yield DashboardServer(url, secret_key, state_of(app).engine)
     finally:
-        app.state.engine.dispose()
+        state_of(app).engine.dispose()
 
 
 @dataclass
