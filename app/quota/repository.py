@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from psycopg import adapters
 from psycopg.types.array import ListBinaryDumper
-from sqlalchemy import Connection
+from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session
 
 from app.quota.cache import Row
@@ -49,22 +50,52 @@ class GroupRow(NamedTuple):
     in_force: tuple[float, ...]
 
 
+@dataclass
+class _Shared:
+    """What the reports stored in one transaction share (`app.api.lanes` stores several of
+    one namespace together): each would otherwise make the same round trips."""
+
+    transaction: object
+    changed: tuple[datetime, list[tuple[str, int, datetime]], bool] | None = None
+    """The last look at changed markers: since when, what it found (oldest change first),
+    and whether that was all of them. Dropped whenever this transaction may move a marker."""
+    refreshes: list[tuple[str, datetime, datetime]] = field(default_factory=list)
+    """(reporter, refresh by, now) of the rows to refresh, all in one statement at commit."""
+    locked: set[str] = field(default_factory=set)
+    """Groups whose lock the transaction holds."""
+
+
+_SHARED = "usage_reports"
+# Looks at changed markers reach this much further back than asked, so that the next
+# report of the transaction, whose last look was a moment earlier, finds its answer there.
+SHARED_LOOK_BACK = timedelta(seconds=2)
+SHARED_LOOK_EXTRA = 64
+
+
 class UsageRepository:
     """The queries of usage reporting on one connection (a report's transaction).
 
     Results of thousands of rows are fetched whole (``.all()``): iterated, a result fetches
     them from the driver one at a time."""
 
-    __slots__ = ("connection", "sql")
+    __slots__ = ("connection", "shared", "sql")
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: Connection, shared: _Shared | None = None) -> None:
         self.connection = connection
         self.sql: Statements = statements_for(connection)
+        self.shared = shared
 
     @classmethod
     def of(cls, session: Session) -> UsageRepository:
         """On the session's connection: plain rows, not the ORM's result machinery."""
-        return cls(session.connection())
+        connection = session.connection()  # begins the transaction, if none has begun
+        transaction = session.get_transaction()
+        shared: _Shared | None = session.info.get(_SHARED)
+        if shared is None or shared.transaction is not transaction:
+            if _SHARED not in session.info:
+                event.listen(session, "before_commit", _refresh_at_commit)
+            shared = session.info[_SHARED] = _Shared(transaction)
+        return cls(connection, shared)
 
     def _run(self, statement: Any, parameters: Any = None) -> Any:
         return self.connection.execute(statement, parameters)
@@ -127,6 +158,7 @@ class UsageRepository:
 
     def forget(self, reporter_ids: list[str], now: datetime) -> None:
         """Drop the reporters with their rows, and re-mark the groups they counted in."""
+        self._markers_move()
         parameters = {"reporters": reporter_ids}
         leaving = {
             row[0]: tuple(row[1:])
@@ -138,6 +170,7 @@ class UsageRepository:
         self.remark(leaving, now)
 
     def forget_deleted_groups(self) -> None:
+        self._markers_move()
         self._run(self.sql.forget_markers)
 
     # A reporter's rows
@@ -186,8 +219,29 @@ class UsageRepository:
         self._run(self.sql.drop, {"reporter_id": reporter_id, **self.sql.keys(keys)})
 
     def refresh(self, reporter_id: str, refresh_by: datetime, now: datetime) -> None:
-        """Mark the reporter's rows written at ``now`` if they were last by ``refresh_by``."""
-        self._run(self.sql.refresh, {"reporter": reporter_id, "refresh_by": refresh_by, "now": now})
+        """Mark the reporter's rows written at ``now`` if they were last by ``refresh_by``:
+        when the transaction commits, with the other reports' it stores (nothing read in
+        between depends on it: a row is due its refresh long before it stops being fresh,
+        `app.quota.leases`)."""
+        if self.shared is not None:
+            self.shared.refreshes.append((reporter_id, refresh_by, now))
+        else:
+            self.refresh_now([(reporter_id, refresh_by, now)])
+
+    def refresh_now(self, refreshes: Sequence[tuple[str, datetime, datetime]]) -> None:
+        if not refreshes:
+            return
+        if self.sql.postgresql and len(refreshes) > 1:
+            reporters, refresh_by, now = zip(*refreshes, strict=True)
+            self._run(
+                self.sql.refresh_arrays,
+                {"reporters": list(reporters), "refresh_by": list(refresh_by), "now": list(now)},
+            )
+            return
+        self._run(
+            self.sql.refresh,
+            [{"reporter": r, "refresh_by": by, "now": now} for r, by, now in refreshes],
+        )
 
     # Groups: markers, locks and members
 
@@ -196,12 +250,38 @@ class UsageRepository:
         return dict(self._run(self.sql.stale, {"reporter_id": reporter_id}).all())
 
     def changed_markers(self, since: datetime, limit: int) -> list[tuple[str, int]]:
-        """(group, marker) of up to ``limit`` groups whose marker changed after ``since``."""
-        found = self._run(self.sql.changed_markers, {"since": since, "limit": limit})
-        return [(name, marker) for name, marker in found]
+        """(group, marker) of up to ``limit`` groups whose marker changed after ``since``,
+        oldest change first.
+
+        The reports of one transaction share a look: nothing in it moved a marker since,
+        so the groups changed after ``since`` are those it found changed after then."""
+        shared = self.shared
+        if shared is not None and shared.changed is not None:
+            looked_since, found, complete = shared.changed
+            after = [(name, marker) for name, marker, at in found if at > since]
+            if since >= looked_since and (complete or len(after) >= limit):
+                return after[:limit]
+        look_since, most = since, limit
+        if shared is not None:
+            look_since, most = since - SHARED_LOOK_BACK, limit + SHARED_LOOK_EXTRA
+        found = [
+            (name, marker, _aware(at))
+            for name, marker, at in self._run(
+                self.sql.changed_markers, {"since": look_since, "limit": most}
+            ).all()
+        ]
+        if shared is not None:
+            shared.changed = (look_since, found, len(found) < most)
+        return [(name, marker) for name, marker, at in found if at > since][:limit]
+
+    def _markers_move(self) -> None:
+        """This transaction may move markers: a look at them made before no longer holds."""
+        if self.shared is not None:
+            self.shared.changed = None
 
     def remark(self, groups: Iterable[str], now: datetime) -> None:
         """Give the groups new markers: their reporters plan them again at their next report."""
+        self._markers_move()
         # Sorted: concurrent reports lock markers in one order, so never wait on each other.
         names = sorted(set(groups))
         if not names:
@@ -241,6 +321,7 @@ class UsageRepository:
         """Store each (group, summary JSON, sums in force, whether to wake it), in one
         statement, giving those among ``remark`` new markers too (as `remark` does);
         returns those."""
+        self._markers_move()
         remarked = {group for group, *_ in groups if group in remark}
         if not groups:
             return remarked
@@ -272,6 +353,7 @@ class UsageRepository:
 
     def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
         """Take allocations out of their groups' sums in force: rows that left the groups."""
+        self._markers_move()
         rows = []
         for group in sorted(taken):  # in the order reports lock groups
             parameters: dict[str, Any] = {"group_name": group}
@@ -284,14 +366,18 @@ class UsageRepository:
 
     def lock(self, groups: Iterable[str], now: datetime) -> None:
         """Hold the groups (their plans and markers) until this transaction ends; see
-        `app.quota.store`. All in one statement: a report takes no group's lock after."""
-        names = sorted(set(groups))
+        `app.quota.store`. All in one statement: a report takes no group's lock after.
+        (Groups that an earlier report of the transaction locked are held already.)"""
+        names = sorted(set(groups) - (self.shared.locked if self.shared is not None else set()))
         if not names:
             return
+        self._markers_move()  # a group without a row gets one, with a new marker
         if self.sql.postgresql:
             self._run(self.sql.lock_groups, {"groups": names, "now": now})
         else:
             self._run(self.sql.lock_groups, {"groups": json.dumps(names), "now": now})
+        if self.shared is not None:
+            self.shared.locked.update(names)
 
     def peers(
         self, reporter_id: str, groups: list[str], now: datetime, fresh_after: datetime
@@ -307,3 +393,15 @@ class UsageRepository:
             (row[0], row[1], (row[2], row[3]), row[4:])
             for row in self._run(self.sql.peers, parameters).all()
         ]
+
+
+def _refresh_at_commit(session: Session) -> None:
+    shared: _Shared | None = session.info.get(_SHARED)
+    if shared is not None and shared.transaction is session.get_transaction():
+        refreshes, shared.refreshes = shared.refreshes, []
+        UsageRepository(session.connection()).refresh_now(refreshes)
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite gives its timestamps back without their zone, which is UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -112,6 +112,13 @@ class Statements:
             .where(QuotaUsage.written_at <= bindparam("refresh_by"))
             .values(written_at=bindparam("now"))
         )
+        #: On PostgreSQL, the refreshes of several reporters in one statement
+        self.refresh_arrays = text(
+            "UPDATE quota_usage AS u SET written_at = v.now "
+            "FROM unnest(CAST(:reporters AS VARCHAR[]), CAST(:refresh_by AS TIMESTAMPTZ[]), "
+            "CAST(:now AS TIMESTAMPTZ[])) AS v(reporter_id, refresh_by, now) "
+            "WHERE u.reporter_id = v.reporter_id AND u.written_at <= v.refresh_by"
+        )
 
         self.owner = select(QuotaReporter.role, QuotaReporter.rows_token).where(
             QuotaReporter.reporter_id == reporter
@@ -198,9 +205,9 @@ class Statements:
                 }
             )
         )
-        #: (name, marker) of every group whose marker changed after ``since``
+        #: (name, marker, changed_at) of every group whose marker changed after ``since``
         self.changed_markers = (
-            select(QuotaGroup.name, QuotaGroup.marker)
+            select(QuotaGroup.name, QuotaGroup.marker, QuotaGroup.changed_at)
             .where(QuotaGroup.changed_at > bindparam("since"))
             .order_by(QuotaGroup.changed_at)
             .limit(bindparam("limit"))

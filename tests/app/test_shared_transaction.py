@@ -1,0 +1,113 @@
+"""Reports stored in one transaction share its round trips (`UsageRepository.of`): one look
+at the changed markers while nothing in the transaction moves one, one lock per group, and
+one statement refreshing every reporter's rows at commit (both databases)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import Engine, event, select
+from sqlalchemy.orm import Session
+
+from app.models import QuotaUsage
+from app.quota.repository import UsageRepository
+from tests.app.conftest import FakeClock
+from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
+    Auth,
+    body,
+    report,
+    world,
+)
+
+LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+@contextmanager
+def statements(engine: Engine, table: str) -> Iterator[list[str]]:
+    """The statements run on ``table`` meanwhile."""
+    seen: list[str] = []
+
+    def before(_c: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if table in statement:
+            seen.append(statement)
+
+    event.listen(engine, "before_cursor_execute", before)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", before)
+
+
+def transaction(app: FastAPI) -> Session:
+    session: Session = app.state.sessionmaker()
+    session.begin()
+    return session
+
+
+@pytest.mark.usefixtures("world")
+class TestOneTransactionsReports:
+    def test_one_look_at_changed_markers_serves_the_transactions_reports(
+        self, app: FastAPI, engine: Engine
+    ) -> None:
+        with transaction(app) as session, statements(engine, "quota_groups") as seen:
+            UsageRepository.of(session).remark(["g1", "g2"], datetime.now(UTC))
+            first = UsageRepository.of(session).changed_markers(LONG_AGO, 10)
+            again = UsageRepository.of(session).changed_markers(LONG_AGO + timedelta(1), 10)
+            assert len(seen) == 2  # the remark and one look
+            assert sorted(name for name, _ in first) == ["g1", "g2"]
+            assert again == first
+            # Moved by the transaction: looked at anew, and found moved.
+            UsageRepository.of(session).remark(["g1"], datetime.now(UTC))
+            moved = dict(UsageRepository.of(session).changed_markers(LONG_AGO, 10))
+            assert len(seen) == 4
+            assert moved["g1"] != dict(first)["g1"]
+            session.rollback()
+
+    def test_a_shared_look_gives_what_a_look_of_its_own_would(
+        self, app: FastAPI, engine: Engine
+    ) -> None:
+        now = datetime.now(UTC)
+        with transaction(app) as session:
+            UsageRepository.of(session).remark([f"g{i}" for i in range(5)], now)
+            session.commit()
+        for since, limit in [(LONG_AGO, 3), (now - timedelta(seconds=1), 10), (now, 10)]:
+            with transaction(app) as session:
+                UsageRepository.of(session).changed_markers(since - timedelta(seconds=1), 10)
+                shared = UsageRepository.of(session).changed_markers(since, limit)
+                alone = UsageRepository(session.connection()).changed_markers(since, limit)
+                assert shared == alone
+
+    def test_groups_are_locked_once_per_transaction(self, app: FastAPI, engine: Engine) -> None:
+        with transaction(app) as session, statements(engine, "INSERT INTO quota_groups") as seen:
+            now = datetime.now(UTC)
+            UsageRepository.of(session).lock(["g1"], now)
+            UsageRepository.of(session).lock(["g1"], now)
+            UsageRepository.of(session).lock(["g1", "g2"], now)
+            assert len(seen) == 2
+            session.rollback()
+
+    def test_rows_are_refreshed_at_commit_every_reporters_in_one_statement(
+        self, servers: list[FastAPI], engine: Engine, auth: Auth, clock: FakeClock
+    ) -> None:
+        server = servers[0]
+        for reporter in ("a", "b"):
+            report(server, auth("job"), reporter, body(clock, 100))
+        later = datetime.fromtimestamp(clock.now + 60, UTC)
+        with (
+            transaction(server) as session,
+            statements(server.state.engine, "UPDATE quota_usage") as seen,
+        ):
+            for reporter in ("a", "b"):
+                UsageRepository.of(session).refresh(reporter, later, later)
+            assert not seen
+            session.commit()
+            assert len(seen) == 1
+        with Session(engine) as session:
+            written = session.scalars(select(QuotaUsage.written_at)).all()
+        assert len(written) == 2
+        assert all(moment.replace(tzinfo=UTC) == later for moment in written)
