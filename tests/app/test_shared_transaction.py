@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.models import QuotaUsage
 from app.quota.repository import UsageRepository
+from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     Auth,
@@ -44,7 +45,7 @@ def statements(engine: Engine, table: str) -> Iterator[list[str]]:
 
 
 def transaction(app: FastAPI) -> Session:
-    session: Session = app.state.sessionmaker()
+    session: Session = state_of(app).sessions()
     session.begin()
     return session
 
@@ -100,7 +101,7 @@ class TestOneTransactionsReports:
         later = datetime.fromtimestamp(clock.now + 60, UTC)
         with (
             transaction(server) as session,
-            statements(server.state.engine, "UPDATE quota_usage") as seen,
+            statements(state_of(server).engine, "UPDATE quota_usage") as seen,
         ):
             for reporter in ("a", "b"):
                 UsageRepository.of(session).refresh(reporter, later, later)
