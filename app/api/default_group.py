@@ -32,10 +32,10 @@ async def get_default_resource_group(request: Request, _: Superuser) -> str | No
 )
 async def set_default_resource_group(request: Request, _: Superuser, rg: ResourceGroupName) -> None:
     """Make a ResourceGroup the group of every namespace without its own or its tenant's."""
-    await deps.write(request, lambda session: attachments.set_default(session, rg))
+    await deps.write(request, attachments.set_default, rg)
 
 
 @router.delete("", status_code=204, responses=_ERRORS)
 async def remove_default_resource_group(request: Request, _: Superuser) -> None:
     """Remove the default ResourceGroup: the namespaces it covered become unlimited."""
-    await deps.write(request, lambda session: attachments.set_default(session, None))
+    await deps.write(request, attachments.set_default, None)

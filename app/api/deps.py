@@ -21,7 +21,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.routing import APIRoute
@@ -49,6 +49,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 # SQLSTATEs of a transaction aborted for colliding with another: serialization_failure,
 # deadlock_detected. Nothing of it was written, so it can run again.
@@ -100,19 +101,50 @@ def requires_superuser(route: APIRoute) -> bool:
     return any(dependency.call is require_superuser for dependency in route.dependant.dependencies)
 
 
-async def read(request: Request, work: Callable[[Session], T]) -> T:
-    """Run ``work(session)`` in the thread pool and return what it returns."""
+# Shaped as Starlette's run_in_threadpool(func, *args, **kwargs): the session opened here is
+# passed to `func` first.
+
+
+async def read(
+    request: Request,
+    func: Callable[Concatenate[Session, P], T],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """Run ``func(session, *args, **kwargs)`` in the thread pool and return what it returns."""
+    work = _given_session(func, args, kwargs)
     return await run_in_threadpool(_run, state_of(request.app).sessions, work, False)
 
 
-async def write(request: Request, work: Callable[[Session], T]) -> T:
-    """Run ``work(session)`` as one transaction: committed if it returns, rolled back if not."""
-    return await transaction(state_of(request.app).sessions, work)
+async def write(
+    request: Request,
+    func: Callable[Concatenate[Session, P], T],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """Run ``func(session, *args, **kwargs)`` as one transaction: committed if it returns,
+    rolled back if not."""
+    return await transaction(state_of(request.app).sessions, func, *args, **kwargs)
 
 
-async def transaction(sessions: sessionmaker[Session], work: Callable[[Session], T]) -> T:
+async def transaction(
+    sessions: sessionmaker[Session],
+    func: Callable[Concatenate[Session, P], T],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
     """`write`, for work that is not one request's."""
-    return await run_in_threadpool(_run, sessions, work, True)
+    return await run_in_threadpool(_run, sessions, _given_session(func, args, kwargs), True)
+
+
+def _given_session(
+    func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Callable[[Session], T]:
+    """The call, waiting for its session (`_run` may make it again after a collision)."""
+    return lambda session: func(session, *args, **kwargs)
 
 
 def is_retryable(exc: DBAPIError) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 
 from fastapi import APIRouter, Body, Query, Request
 
@@ -49,23 +49,22 @@ def _forbidden(lifting: str) -> dict[int | str, dict[str, Any]]:
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
-async def as_tenant_admin(
-    request: Request,
+def as_tenant_admin(
+    session: deps.Session,
     principal: access.Principal,
     tenant: str,
-    operation: Callable[[deps.Session], T],
-    *,
-    writes: bool = False,
+    func: Callable[Concatenate[deps.Session, P], T],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
 ) -> T:
-    """Run `operation` in one transaction, after checking `principal` administers `tenant`."""
-
-    def work(session: deps.Session) -> T:
-        access.require_tenant_admin(session, principal, tenant)
-        return operation(session)
-
-    return await (deps.write if writes else deps.read)(request, work)
+    """``func(session, *args, **kwargs)``, once `principal` is found to administer `tenant`
+    (in the same transaction)."""
+    access.require_tenant_admin(session, principal, tenant)
+    return func(session, *args, **kwargs)
 
 
 @router.get("/{tenant}", responses=_READ_ERRORS)
@@ -73,8 +72,8 @@ async def list_namespaces(
     request: Request, principal: CurrentPrincipal, tenant: TenantName
 ) -> list[str]:
     """List a tenant's namespaces as ``tenant/namespace``."""
-    return await as_tenant_admin(
-        request, principal, tenant, lambda session: namespaces.list_names(session, tenant)
+    return await deps.read(
+        request, as_tenant_admin, principal, tenant, namespaces.list_names, tenant
     )
 
 
@@ -87,19 +86,29 @@ async def get_namespace_policies(
     namespace: NamespaceName,
 ) -> NamespacePolicies:
     """Get a namespace's policies: its permissions, cluster and ResourceGroup, as Pulsar's."""
-    cluster = state.settings.cluster_name
+    return await deps.read(
+        request,
+        as_tenant_admin,
+        principal,
+        tenant,
+        _policies,
+        tenant,
+        namespace,
+        state.settings.cluster_name,
+    )
 
-    def policies(session: deps.Session) -> NamespacePolicies:
-        own = namespaces.get(session, tenant, namespace).resource_group
-        return NamespacePolicies(
-            auth_policies=AuthPolicies(
-                namespace_auth=namespaces.permissions(session, tenant, namespace)
-            ),
-            replication_clusters=[cluster],
-            resource_group_name=own,
-        )
 
-    return await as_tenant_admin(request, principal, tenant, policies)
+def _policies(
+    session: deps.Session, tenant: str, namespace: str, cluster: str
+) -> NamespacePolicies:
+    own = namespaces.get(session, tenant, namespace).resource_group
+    return NamespacePolicies(
+        auth_policies=AuthPolicies(
+            namespace_auth=namespaces.permissions(session, tenant, namespace)
+        ),
+        replication_clusters=[cluster],
+        resource_group_name=own,
+    )
 
 
 @router.put(
@@ -118,12 +127,14 @@ async def create_namespace(
     ] = None,
 ) -> None:
     """Create a namespace in a tenant."""
-    await as_tenant_admin(
+    await deps.write(
         request,
+        as_tenant_admin,
         principal,
         tenant,
-        lambda session: namespaces.create(session, tenant, namespace),
-        writes=True,
+        namespaces.create,
+        tenant,
+        namespace,
     )
 
 
@@ -140,12 +151,16 @@ async def delete_namespace(
     request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
 ) -> None:
     """Delete a namespace, with its permissions and attachment."""
+    await deps.write(
+        request, as_tenant_admin, principal, tenant, _remove, principal, tenant, namespace
+    )
 
-    def remove(session: deps.Session) -> None:
-        access.require_delete_keeps_a_group(session, principal, tenant, namespace)
-        namespaces.remove(session, tenant, namespace)
 
-    await as_tenant_admin(request, principal, tenant, remove, writes=True)
+def _remove(
+    session: deps.Session, principal: access.Principal, tenant: str, namespace: str
+) -> None:
+    access.require_delete_keeps_a_group(session, principal, tenant, namespace)
+    namespaces.remove(session, tenant, namespace)
 
 
 @router.get("/{tenant}/{namespace}/permissions", responses=_READ_ERRORS)
@@ -153,11 +168,14 @@ async def get_permissions(
     request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
 ) -> dict[str, list[str]]:
     """Get the actions each role is granted on a namespace."""
-    return await as_tenant_admin(
+    return await deps.read(
         request,
+        as_tenant_admin,
         principal,
         tenant,
-        lambda session: namespaces.permissions(session, tenant, namespace),
+        namespaces.permissions,
+        tenant,
+        namespace,
     )
 
 
@@ -174,12 +192,16 @@ async def grant_permission(
     ],
 ) -> None:
     """Grant a role actions on a namespace; ``produce``/``consume`` let its jobs report usage."""
-    await as_tenant_admin(
+    await deps.write(
         request,
+        as_tenant_admin,
         principal,
         tenant,
-        lambda session: namespaces.grant(session, tenant, namespace, role, list(actions)),
-        writes=True,
+        namespaces.grant,
+        tenant,
+        namespace,
+        role,
+        actions,
     )
 
 
@@ -192,12 +214,15 @@ async def revoke_permission(
     role: RoleName,
 ) -> None:
     """Revoke all of a role's actions on a namespace."""
-    await as_tenant_admin(
+    await deps.write(
         request,
+        as_tenant_admin,
         principal,
         tenant,
-        lambda session: namespaces.revoke(session, tenant, namespace, role),
-        writes=True,
+        namespaces.revoke,
+        tenant,
+        namespace,
+        role,
     )
 
 
@@ -226,13 +251,17 @@ async def get_namespace_resource_group(
     ] = False,
 ) -> AppliedResourceGroup | str | None:
     """Get the namespace's own ResourceGroup, or with ``applied=true`` the one that applies."""
+    return await deps.read(
+        request, as_tenant_admin, principal, tenant, _resource_group, tenant, namespace, applied
+    )
 
-    def work(session: deps.Session) -> AppliedResourceGroup | str | None:
-        if not applied:
-            return namespaces.get(session, tenant, namespace).resource_group
-        return attachments.applied_group(session, tenant, namespace)
 
-    return await as_tenant_admin(request, principal, tenant, work)
+def _resource_group(
+    session: deps.Session, tenant: str, namespace: str, applied: bool
+) -> AppliedResourceGroup | str | None:
+    if not applied:
+        return namespaces.get(session, tenant, namespace).resource_group
+    return attachments.applied_group(session, tenant, namespace)
 
 
 @router.post(
@@ -252,12 +281,16 @@ async def set_namespace_resource_group(
     rg: ResourceGroupName,
 ) -> None:
     """Attach a ResourceGroup to a namespace; it takes precedence over the tenant's."""
+    await deps.write(
+        request, as_tenant_admin, principal, tenant, _attach, principal, tenant, namespace, rg
+    )
 
-    def attach(session: deps.Session) -> None:
-        access.require_group_used_by_tenant(session, principal, tenant, rg)
-        attachments.set_for_namespace(session, tenant, namespace, rg)
 
-    await as_tenant_admin(request, principal, tenant, attach, writes=True)
+def _attach(
+    session: deps.Session, principal: access.Principal, tenant: str, namespace: str, rg: str
+) -> None:
+    access.require_group_used_by_tenant(session, principal, tenant, rg)
+    attachments.set_for_namespace(session, tenant, namespace, rg)
 
 
 @router.delete(
@@ -273,9 +306,13 @@ async def remove_namespace_resource_group(
     request: Request, principal: CurrentPrincipal, tenant: TenantName, namespace: NamespaceName
 ) -> None:
     """Detach the ResourceGroup from a namespace (its tenant's, else the default, then applies)."""
+    await deps.write(
+        request, as_tenant_admin, principal, tenant, _detach, principal, tenant, namespace
+    )
 
-    def detach(session: deps.Session) -> None:
-        access.require_detach_keeps_a_group(session, principal, tenant, namespace)
-        attachments.set_for_namespace(session, tenant, namespace, None)
 
-    await as_tenant_admin(request, principal, tenant, detach, writes=True)
+def _detach(
+    session: deps.Session, principal: access.Principal, tenant: str, namespace: str
+) -> None:
+    access.require_detach_keeps_a_group(session, principal, tenant, namespace)
+    attachments.set_for_namespace(session, tenant, namespace, None)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import re
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
+from app.access import Principal
 from app.api import deps
 from app.api.deps import CurrentPrincipal, StateDep
 from app.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized, responses
@@ -28,6 +30,7 @@ from app.quota.schemas import (
     UsageReport,
 )
 from app.schemas import NAME_PATTERN, NamespaceName, TenantName
+from app.state import AppState
 
 router = APIRouter(prefix="/quota/v1", tags=["quota"])
 
@@ -85,30 +88,26 @@ async def report_usage(
     if expire:
         state.last_expiry = now
 
-    def work(session: deps.Session) -> bytes:
-        return store.submit(
-            session,
-            principal=principal,
-            reporter_id=reporterId,
-            report=body,
-            now=now,
-            interval_s=interval_s,
-            cache=state.report_cache,
-            max_lease_s=state.settings.report_lease_seconds,
-            stats=state.metrics.groups,
-            max_reporters=state.settings.max_reporters_per_namespace,
-        )
-
-    def forget_silent(session: deps.Session) -> None:
-        reporters.expire(session, datetime.fromtimestamp(now, UTC), state.report_cache)
-
+    work = partial(
+        store.submit,
+        principal=principal,
+        reporter_id=reporterId,
+        report=body,
+        now=now,
+        interval_s=interval_s,
+        cache=state.report_cache,
+        max_lease_s=state.settings.report_lease_seconds,
+        stats=state.metrics.groups,
+        max_reporters=state.settings.max_reporters_per_namespace,
+    )
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
     lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None
     answer = await state.report_lanes.submit(lane, reporterId, work)
     if expire:
         # A transaction of its own: the report's locks are released first, so the two never
         # wait on each other's in a cycle.
-        await deps.write(request, forget_silent)
+        silent_since = datetime.fromtimestamp(now, UTC)
+        await deps.write(request, reporters.expire, silent_since, state.report_cache)
     return Response(answer, media_type="application/json")
 
 
@@ -118,11 +117,7 @@ async def release_reporter(
 ) -> None:
     """Release a reporter's shares at once, as a worker does when it exits."""
     now = datetime.fromtimestamp(state.clock(), UTC)
-
-    def work(session: deps.Session) -> None:
-        reporters.release(session, principal, reporterId, now, state.report_cache)
-
-    await deps.write(request, work)
+    await deps.write(request, reporters.release, principal, reporterId, now, state.report_cache)
 
 
 @router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)
@@ -134,20 +129,21 @@ async def get_policy(
     namespace: NamespaceName,
 ) -> NamespacePolicy:
     """A namespace's effective group and limits, for a job checking its setup before it runs."""
-    key = (tenant, namespace)
+    return await deps.read(request, _policy, principal, state, (tenant, namespace))
 
-    def work(session: deps.Session) -> NamespacePolicy:
-        # Rights first: a role that may not report for the namespace gets 403 whether it
-        # exists or not.
-        reporters.authorize_reporting(session, principal, [key])
-        effective = store.effective_groups(session, [key], state.report_cache)[key]
-        return NamespacePolicy(
-            resourceGroup=effective.group,
-            limits=effective.limits,
-            reportIntervalMs=round(state.settings.report_interval_seconds * 1000),
-        )
 
-    return await deps.read(request, work)
+def _policy(
+    session: deps.Session, principal: Principal, state: AppState, key: tuple[str, str]
+) -> NamespacePolicy:
+    # Rights first: a role that may not report for the namespace gets 403 whether it exists
+    # or not.
+    reporters.authorize_reporting(session, principal, [key])
+    effective = store.effective_groups(session, [key], state.report_cache)[key]
+    return NamespacePolicy(
+        resourceGroup=effective.group,
+        limits=effective.limits,
+        reportIntervalMs=round(state.settings.report_interval_seconds * 1000),
+    )
 
 
 @router.get(

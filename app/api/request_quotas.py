@@ -59,12 +59,10 @@ async def remove_role_request_quota(
 
 
 async def _put(request: Request, state: AppState, role: str, body: RequestQuotaBody) -> None:
-    await deps.write(
-        request, lambda session: request_quotas.put(session, role, body.requestsPerSecond)
-    )
+    await deps.write(request, request_quotas.put, role, body.requestsPerSecond)
     state.request_throttle.expire()
 
 
 async def _remove(request: Request, state: AppState, role: str) -> None:
-    await deps.write(request, lambda session: request_quotas.remove(session, role))
+    await deps.write(request, request_quotas.remove, role)
     state.request_throttle.expire()

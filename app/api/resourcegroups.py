@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from app import access
+from app.access import Principal
 from app.api import deps
 from app.api.deps import CurrentPrincipal, StateDep, Superuser
 from app.errors import BadRequest, Forbidden, NotFound, PreconditionFailed, Unauthorized, responses
@@ -14,6 +15,7 @@ from app.quota import history
 from app.readcache import load_entry
 from app.schemas import ResourceGroupName, ResourceGroupRead, ResourceGroupUpdate, UsageHistory
 from app.services import resourcegroups
+from app.state import AppState
 
 router = APIRouter(prefix="/admin/v2/resourcegroups", tags=["resourcegroups"])
 
@@ -32,7 +34,7 @@ async def get_resource_group(
     cache = state.group_cache
     entry, token = await cache.lookup(rg)
     if entry is None:
-        entry = await deps.read(request, lambda session: load_entry(session, rg))
+        entry = await deps.read(request, load_entry, rg)
         cache.put(rg, entry, token)
     access.require_group_reader(principal, entry.readers)
     if entry.group is None:
@@ -45,7 +47,7 @@ async def put_resource_group(
     request: Request, _: Superuser, rg: ResourceGroupName, body: ResourceGroupUpdate
 ) -> None:
     """Create a ResourceGroup, or update the fields given (omitted fields keep their value)."""
-    await deps.write(request, lambda session: resourcegroups.upsert(session, rg, body))
+    await deps.write(request, resourcegroups.upsert, rg, body)
 
 
 @router.delete(
@@ -55,7 +57,7 @@ async def put_resource_group(
 )
 async def delete_resource_group(request: Request, _: Superuser, rg: ResourceGroupName) -> None:
     """Delete a ResourceGroup that no tenant or namespace uses and that is not the default."""
-    await deps.write(request, lambda session: resourcegroups.remove(session, rg))
+    await deps.write(request, resourcegroups.remove, rg)
 
 
 @router.get("/{rg}/usage", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))
@@ -70,10 +72,12 @@ async def get_resource_group_usage(
     ] = 900,
 ) -> UsageHistory:
     """Get a ResourceGroup's usage, demand and allocation over time, and its namespaces."""
+    return await deps.read(request, _usage, principal, state, rg, since)
 
-    def work(session: deps.Session) -> UsageHistory:
-        access.require_group_reader(principal, resourcegroups.readers(session, rg))
-        resourcegroups.get(session, rg)
-        return history.read(session, rg, since, state.clock(), state.settings)
 
-    return await deps.read(request, work)
+def _usage(
+    session: deps.Session, principal: Principal, state: AppState, rg: str, since: float
+) -> UsageHistory:
+    access.require_group_reader(principal, resourcegroups.readers(session, rg))
+    resourcegroups.get(session, rg)
+    return history.read(session, rg, since, state.clock(), state.settings)

@@ -80,7 +80,7 @@ async def dashboard_session(
 ) -> DashboardSession:
     """The token's role, and the tenants and groups the dashboard shows it."""
     settings = state.settings
-    tenant_names, groups = await deps.read(request, lambda session: visible(session, principal))
+    tenant_names, groups = await deps.read(request, visible, principal)
     return DashboardSession(
         role=principal.role,
         superuser=principal.is_superuser,

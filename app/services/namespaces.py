@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -61,7 +63,7 @@ def permissions(session: Session, tenant: str, name: str) -> dict[str, list[str]
     return {role: actions for role, actions in rows}
 
 
-def grant(session: Session, tenant: str, name: str, role: str, actions: list[str]) -> None:
+def grant(session: Session, tenant: str, name: str, role: str, actions: Collection[str]) -> None:
     """Set the role's actions on the namespace, replacing what it had (as Pulsar does)."""
     get(session, tenant, name)
     statement = insert(session, NamespacePermission).values(
