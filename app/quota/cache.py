@@ -23,12 +23,17 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import NamedTuple
 
 from app.quota.effective import Effective, NamespaceKey, Quotas
 from app.quota.statements import Figures
 
 MAX_REPORTERS = 20_000  # reporters remembered, least recently reporting forgotten first
+MARKER_LOOK_S = 0.1
+"""How long a look at the changed markers serves the process's other reports: a report
+served by an earlier look is one that arrived that much earlier, and what it missed, its
+next report finds (it looks back an interval further than its last report)."""
 
 
 # Rows, plans and answers are tuples of plain values, not objects: a process may remember
@@ -111,6 +116,28 @@ class LastAnswer(NamedTuple):
     ``low, high, low, high``; NaN where no row is stored (nothing is then in range)."""
 
 
+@dataclass(frozen=True, slots=True)
+class MarkerLook:
+    """A look at the groups whose markers changed after ``since``, made at ``at``."""
+
+    at: float
+    since: datetime
+    found: list[tuple[str, int, datetime]]
+    """(group, marker, changed at), oldest change first."""
+    complete: bool
+    """Whether that was every one of them, or only as many as the look asked for."""
+
+    def after(self, since: datetime, limit: int) -> list[tuple[str, int]] | None:
+        """(group, marker) of up to ``limit`` groups changed after ``since``, oldest first,
+        as a look of its own would find them; None if this look cannot tell."""
+        if since < self.since:
+            return None
+        found = [(name, marker) for name, marker, at in self.found if at > since]
+        if not self.complete and len(found) < limit:
+            return None
+        return found[:limit]
+
+
 class ReportCache:
     """A process's memory of namespaces' effective groups and of recent reporters.
 
@@ -124,7 +151,20 @@ class ReportCache:
         self._effective: dict[NamespaceKey, Effective] = {}
         self._authorized: set[tuple[str, NamespaceKey]] = set()  # (role, namespace)
         self._reporters: OrderedDict[str, ReporterState] = OrderedDict()
+        self._marker_look: MarkerLook | None = None
         self.max_reporters = max_reporters
+
+    def marker_look(self, now: float) -> MarkerLook | None:
+        """The process's last look at changed markers, while it is recent enough to share."""
+        look = self._marker_look
+        if look is None or not 0 <= now - look.at <= MARKER_LOOK_S:
+            return None
+        return look
+
+    def remember_marker_look(self, look: MarkerLook | None) -> None:
+        """Share a look (None: forget the last one, as markers this process moved make it
+        out of date)."""
+        self._marker_look = look
 
     def effective(
         self, generation: int | None, keys: Iterable[NamespaceKey]

@@ -18,7 +18,7 @@ from psycopg.types.array import ListBinaryDumper
 from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session
 
-from app.quota.cache import Row
+from app.quota.cache import MarkerLook, Row
 from app.quota.effective import NamespaceKey
 from app.quota.statements import FIGURE_COLUMNS, Figures, Statements, new_token, statements_for
 
@@ -56,9 +56,10 @@ class _Shared:
     one namespace together): each would otherwise make the same round trips."""
 
     transaction: object
-    changed: tuple[datetime, list[tuple[str, int, datetime]], bool] | None = None
-    """The last look at changed markers: since when, what it found (oldest change first),
-    and whether that was all of them. Dropped whenever this transaction may move a marker."""
+    changed: MarkerLook | None = None
+    """The transaction's last look at changed markers, dropped whenever it may move one."""
+    moved: bool = False
+    """Whether it may have moved markers."""
     refreshes: list[tuple[str, datetime, datetime]] = field(default_factory=list)
     """(reporter, refresh by, now) of the rows to refresh, all in one statement at commit."""
     locked: set[str] = field(default_factory=set)
@@ -249,35 +250,44 @@ class UsageRepository:
         """(group, marker) of the reporter's groups whose marker moved since it planned."""
         return dict(self._run(self.sql.stale, {"reporter_id": reporter_id}).all())
 
-    def changed_markers(self, since: datetime, limit: int) -> list[tuple[str, int]]:
+    def changed_markers(
+        self, since: datetime, limit: int, now: float, shared: MarkerLook | None = None
+    ) -> tuple[list[tuple[str, int]], MarkerLook | None]:
         """(group, marker) of up to ``limit`` groups whose marker changed after ``since``,
-        oldest change first.
+        oldest change first; and the look made (at ``now``) to find them, if one was.
 
-        The reports of one transaction share a look: nothing in it moved a marker since,
-        so the groups changed after ``since`` are those it found changed after then."""
-        shared = self.shared
-        if shared is not None and shared.changed is not None:
-            looked_since, found, complete = shared.changed
-            after = [(name, marker) for name, marker, at in found if at > since]
-            if since >= looked_since and (complete or len(after) >= limit):
-                return after[:limit]
-        look_since, most = since, limit
-        if shared is not None:
-            look_since, most = since - SHARED_LOOK_BACK, limit + SHARED_LOOK_EXTRA
-        found = [
-            (name, marker, _aware(at))
-            for name, marker, at in self._run(
-                self.sql.changed_markers, {"since": look_since, "limit": most}
-            ).all()
-        ]
-        if shared is not None:
-            shared.changed = (look_since, found, len(found) < most)
-        return [(name, marker) for name, marker, at in found if at > since][:limit]
+        A look already made serves if it can tell (`MarkerLook.after`): the transaction's
+        own, while nothing in it moved a marker since, else ``shared`` (the process's), if
+        nothing in the transaction moved one at all. A look made here reaches
+        `SHARED_LOOK_BACK` further back and `SHARED_LOOK_EXTRA` further on than asked, so
+        that reports that looked a moment earlier or have more groups find their answer in it.
+        """
+        own = self.shared
+        for look in (own.changed if own is not None else None, None if self._moved() else shared):
+            if look is not None and (found := look.after(since, limit)) is not None:
+                return found, None
+        look_since, most = since - SHARED_LOOK_BACK, limit + SHARED_LOOK_EXTRA
+        rows = self._run(self.sql.changed_markers, {"since": look_since, "limit": most}).all()
+        made = MarkerLook(
+            at=now,
+            since=look_since,
+            found=[(name, marker, _aware(at)) for name, marker, at in rows],
+            complete=len(rows) < most,
+        )
+        if own is not None:
+            own.changed = made
+        found = made.after(since, limit)
+        assert found is not None  # it looked further back and on than asked
+        return found, made
+
+    def _moved(self) -> bool:
+        return self.shared is not None and self.shared.moved
 
     def _markers_move(self) -> None:
         """This transaction may move markers: a look at them made before no longer holds."""
         if self.shared is not None:
             self.shared.changed = None
+            self.shared.moved = True
 
     def remark(self, groups: Iterable[str], now: datetime) -> None:
         """Give the groups new markers: their reporters plan them again at their next report."""

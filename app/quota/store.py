@@ -225,7 +225,9 @@ def submit(
     rows = known.rows if known is not None else queries.rows(reporter_id)
     covered_s = report.intervalMs / 1000
     upkeep = upkeep_s(interval_s, max_lease_s)
-    markers, full_check_at = _moved_markers(queries, reporter_id, known, now, interval_s, upkeep)
+    markers, full_check_at = _moved_markers(
+        queries, reporter_id, known, cache, now, interval_s, upkeep
+    )
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
     # figures within 5% of those stored. Then nothing is planned, written or built anew.
     steady = (
@@ -280,6 +282,8 @@ def submit(
         )
         # 3. Settle.
         _settle(entries, state.plans, replanned)
+        # Markers it moves are news to the process's shared look at them, once committed.
+        event.listen(session, "after_commit", lambda _: cache.remember_marker_look(None), once=True)
 
     # 4. Write.
     if accepted:
@@ -369,6 +373,7 @@ def _moved_markers(
     queries: UsageRepository,
     reporter_id: str,
     known: ReporterState | None,
+    cache: ReportCache,
     now: float,
     interval_s: float,
     upkeep: float,
@@ -383,13 +388,17 @@ def _moved_markers(
     than the reporter has rows. That one looks `LATE_COMMIT_S` further back (an interval at
     most), for changes that committed later than they were made; one that took longer still
     is found by the next full look, ``upkeep`` seconds on (`app.quota.leases.upkeep_s`).
+    The process's reports share such looks for `app.quota.cache.MARKER_LOOK_S`: a report
+    served by one is one that came that much earlier, and what it missed, its next finds.
     """
     if known is not None and now - known.full_check_at < upkeep:
         since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
         # Limited and in index order, so that the database reads only what changed even when
         # its statistics are too old to tell it how little that is.
         limit = max(len(known.rows), FEW_MARKERS)
-        changed = queries.changed_markers(since, limit + 1)
+        changed, made = queries.changed_markers(since, limit + 1, now, cache.marker_look(now))
+        if made is not None:
+            cache.remember_marker_look(made)
         if len(changed) <= limit:
             plans = known.plans
             moved = {

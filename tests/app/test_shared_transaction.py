@@ -15,6 +15,7 @@ from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
 from app.models import QuotaUsage
+from app.quota.cache import MARKER_LOOK_S, ReportCache
 from app.quota.repository import UsageRepository
 from app.state import state_of
 from tests.app.conftest import FakeClock
@@ -26,6 +27,7 @@ from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
 )
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
+NOW = 1_000_000.0
 
 
 @contextmanager
@@ -57,14 +59,14 @@ class TestOneTransactionsReports:
     ) -> None:
         with transaction(app) as session, statements(engine, "quota_groups") as seen:
             UsageRepository.of(session).remark(["g1", "g2"], datetime.now(UTC))
-            first = UsageRepository.of(session).changed_markers(LONG_AGO, 10)
-            again = UsageRepository.of(session).changed_markers(LONG_AGO + timedelta(1), 10)
+            first, _ = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)
+            again, _ = UsageRepository.of(session).changed_markers(LONG_AGO + timedelta(1), 10, NOW)
             assert len(seen) == 2  # the remark and one look
             assert sorted(name for name, _ in first) == ["g1", "g2"]
             assert again == first
             # Moved by the transaction: looked at anew, and found moved.
             UsageRepository.of(session).remark(["g1"], datetime.now(UTC))
-            moved = dict(UsageRepository.of(session).changed_markers(LONG_AGO, 10))
+            moved = dict(UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)[0])
             assert len(seen) == 4
             assert moved["g1"] != dict(first)["g1"]
             session.rollback()
@@ -78,10 +80,32 @@ class TestOneTransactionsReports:
             session.commit()
         for since, limit in [(LONG_AGO, 3), (now - timedelta(seconds=1), 10), (now, 10)]:
             with transaction(app) as session:
-                UsageRepository.of(session).changed_markers(since - timedelta(seconds=1), 10)
-                shared = UsageRepository.of(session).changed_markers(since, limit)
-                alone = UsageRepository(session.connection()).changed_markers(since, limit)
+                UsageRepository.of(session).changed_markers(since - timedelta(seconds=1), 10, NOW)
+                shared, _ = UsageRepository.of(session).changed_markers(since, limit, NOW)
+                alone, _ = UsageRepository(session.connection()).changed_markers(since, limit, NOW)
                 assert shared == alone
+
+    def test_the_processs_reports_share_a_recent_look_until_they_move_a_marker(
+        self, app: FastAPI, engine: Engine
+    ) -> None:
+        with transaction(app) as session:
+            UsageRepository.of(session).remark(["g1"], datetime.now(UTC))
+            session.commit()
+        with transaction(app) as session:
+            found, look = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)
+        cache = ReportCache()
+        cache.remember_marker_look(look)
+        with transaction(app) as session, statements(engine, "quota_groups") as seen:
+            shared = cache.marker_look(NOW + MARKER_LOOK_S)
+            again, made = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW, shared)
+            assert (again, made, seen) == (found, None, [])
+            # Too old to share; and not once the transaction moved a marker.
+            assert cache.marker_look(NOW + 2 * MARKER_LOOK_S) is None
+            UsageRepository.of(session).remark(["g1"], datetime.now(UTC))
+            moved, made = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW, shared)
+            assert made is not None
+            assert moved != found
+            session.rollback()
 
     def test_groups_are_locked_once_per_transaction(self, app: FastAPI, engine: Engine) -> None:
         with transaction(app) as session, statements(engine, "INSERT INTO quota_groups") as seen:
