@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import Forbidden, NotFound
+from app.errors import Forbidden, NamespaceNotFound
 from app.models import Namespace, Tenant
 from app.services import attachments
 
@@ -109,7 +109,7 @@ def _left_without_group(session: Session, tenant: str, namespace: str, *, deleti
         .with_for_update(key_share=not deleting)
     ).one_or_none()
     if own is None:
-        raise NotFound("Namespace does not exist")
+        raise NamespaceNotFound
     if own[0] is None or inherited is not None:
         return False
     return attachments.get_default(session, lock=True) is None

@@ -26,12 +26,17 @@ _UNAVAILABLE = OutageLog(logger, "database unavailable", "database available aga
 
 
 class AppError(Exception):
+    """An answer other than success; a subclass that is always raised with the same reason
+    says it once, as its ``reason``, and is raised without one."""
+
     status_code = 500
     headers: ClassVar[Mapping[str, str] | None] = None
+    reason = "Internal server error"
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    def __init__(self, reason: str | None = None) -> None:
+        if reason is not None:
+            self.reason = reason
+        super().__init__(self.reason)
 
 
 class BadRequest(AppError):
@@ -77,6 +82,40 @@ class ServiceUnavailable(AppError):
     status_code = 503
 
 
+class AuthenticationRequired(Unauthorized):
+    reason = "Authentication required: send 'Authorization: Bearer <token>'"
+
+
+class SuperusersOnly(Forbidden):
+    reason = "Only superusers may do this"
+
+
+class TenantNotFound(NotFound):
+    reason = "Tenant does not exist"
+
+
+class NamespaceNotFound(NotFound):
+    reason = "Namespace does not exist"
+
+
+class ResourceGroupNotFound(NotFound):
+    reason = "ResourceGroup does not exist"
+
+
+class ResourceGroupToAttachNotFound(PreconditionFailed):
+    """412, not 404: what is missing is what the request names in its path's last part."""
+
+    reason = ResourceGroupNotFound.reason
+
+
+class ResourceGroupInUse(PreconditionFailed):
+    reason = "ResourceGroup is in use"
+
+
+class TenantHasNamespaces(Conflict):
+    reason = "The tenant still has active namespaces"
+
+
 class ErrorBody(BaseModel):
     reason: str = Field(description="What went wrong, in one sentence.")
 
@@ -104,6 +143,14 @@ async def send_reason(
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status_code, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+async def send_error(send: Send, error: AppError, headers: Mapping[str, str] | None = None) -> None:
+    """`send_reason` for an error, as the app's handler would answer it, with ``headers``
+    added to the error's own."""
+    await send_reason(
+        send, error.status_code, error.reason, {**(error.headers or {}), **(headers or {})}
+    )
 
 
 def allowed_methods(request: Request) -> list[str]:

@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.access import Principal
 from app.auth import InvalidToken, TokenVerifier
-from app.errors import Unauthorized, send_reason
+from app.errors import AuthenticationRequired, Unauthorized, send_error
 
 PROTECTED_PREFIXES = ("/admin/", "/quota/", "/ui/api/")
 _ANONYMOUS = Principal(role="anonymous", is_superuser=True)
@@ -39,7 +39,7 @@ class TokenAuthMiddleware:
             try:
                 scope["principal"] = self.authenticate(scope)
             except Unauthorized as exc:
-                await send_reason(send, exc.status_code, exc.reason, exc.headers)
+                await send_error(send, exc)
                 return
         await self.app(scope, receive, send)
 
@@ -50,7 +50,7 @@ class TokenAuthMiddleware:
         scheme, _, token = header.decode("latin-1").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            raise Unauthorized("Authentication required: send 'Authorization: Bearer <token>'")
+            raise AuthenticationRequired
         try:
             role = self.verifier.role_of(token)
         except InvalidToken as exc:

@@ -31,7 +31,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.access import Principal
 from app.db import begin_write
-from app.errors import Forbidden, ServiceUnavailable
+from app.errors import ServiceUnavailable, SuperusersOnly
 from app.state import AppState, state_of
 
 __all__ = [
@@ -84,12 +84,10 @@ async def current_principal(request: Request) -> Principal:
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
 
-SUPERUSERS_ONLY = "Only superusers may do this"
-
 
 async def require_superuser(principal: CurrentPrincipal) -> Principal:
     if not principal.is_superuser:
-        raise Forbidden(SUPERUSERS_ONLY)
+        raise SuperusersOnly
     return principal
 
 

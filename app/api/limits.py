@@ -28,9 +28,16 @@ from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.access import Principal
-from app.api.deps import SUPERUSERS_ONLY, requires_superuser
+from app.api.deps import requires_superuser
 from app.config import Settings
-from app.errors import send_reason
+from app.errors import (
+    AppError,
+    PayloadTooLarge,
+    SuperusersOnly,
+    UnsupportedMediaType,
+    send_error,
+    send_reason,
+)
 
 # Past a limit the rest of the body is not read, so the connection cannot carry another
 # request: uvicorn closes it after a response that says so.
@@ -128,7 +135,7 @@ class RequestLimitsMiddleware:
         rule = self._rule_for(scope)
         problem = _refusal(rule, scope.get("principal"), length, content_type)
         if problem is not None:
-            await send_reason(send, *problem, headers=_CLOSE)
+            await send_error(send, problem, _CLOSE)
             return
         await self._limited(scope, receive, send, rule.limit)
 
@@ -220,15 +227,17 @@ def _route_path(scope: Scope) -> str:
 
 def _refusal(
     rule: _BodyRule, principal: Principal | None, length: int | None, content_type: bytes
-) -> tuple[int, str] | None:
+) -> AppError | None:
     """Why a request with a body is refused before its body is read, if it is."""
     if rule.superusers_only and principal is not None and not principal.is_superuser:
-        return 403, SUPERUSERS_ONLY
+        return SuperusersOnly()
     if length is not None and length > rule.limit:
-        return 413, _too_large(rule.limit)
+        return PayloadTooLarge(_too_large(rule.limit))
     if rule.takes_json and not is_json(content_type):
         sent = f"not {content_type.decode('latin-1')}" if content_type else "none was given"
-        return 415, f"Request body must be JSON, with Content-Type application/json ({sent})"
+        return UnsupportedMediaType(
+            f"Request body must be JSON, with Content-Type application/json ({sent})"
+        )
     return None
 
 

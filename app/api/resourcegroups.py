@@ -10,7 +10,15 @@ from app import access
 from app.access import Principal
 from app.api import deps
 from app.api.deps import CurrentPrincipal, StateDep, Superuser
-from app.errors import BadRequest, Forbidden, NotFound, PreconditionFailed, Unauthorized, responses
+from app.errors import (
+    BadRequest,
+    Forbidden,
+    NotFound,
+    PreconditionFailed,
+    ResourceGroupNotFound,
+    Unauthorized,
+    responses,
+)
 from app.quota import history
 from app.readcache import load_entry
 from app.schemas import ResourceGroupName, ResourceGroupRead, ResourceGroupUpdate, UsageHistory
@@ -38,7 +46,7 @@ async def get_resource_group(
         cache.put(rg, entry, token)
     access.require_group_reader(principal, entry.readers)
     if entry.group is None:
-        raise NotFound(resourcegroups.GROUP_MISSING)
+        raise ResourceGroupNotFound
     return entry.group
 
 

@@ -12,32 +12,35 @@ from sqlalchemy import ColumnElement, ScalarSelect, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.errors import NotFound, PreconditionFailed
+from app.errors import (
+    NamespaceNotFound,
+    NotFound,
+    ResourceGroupToAttachNotFound,
+    TenantNotFound,
+)
 from app.models import DEFAULT_GROUP_ROW, DefaultResourceGroup, Namespace, Tenant
 from app.schemas import AppliedResourceGroup, GroupSource
 from app.services._sql import insert, rowcount
 
-GROUP_MISSING = "ResourceGroup does not exist"
 
-
-def _set(session: Session, statement: Any, group: str | None, missing: str) -> None:
+def _set(session: Session, statement: Any, group: str | None, missing: type[NotFound]) -> None:
     # No existence check first: the foreign key refuses a missing group atomically, even
     # against a concurrent delete, and a missing tenant or namespace updates no row.
     try:
         touched = rowcount(session, statement.values(resource_group=group))
     except IntegrityError as exc:
-        raise PreconditionFailed(GROUP_MISSING) from exc
+        raise ResourceGroupToAttachNotFound from exc
     if touched == 0:
-        raise NotFound(missing)
+        raise missing
 
 
 def set_for_namespace(session: Session, tenant: str, namespace: str, group: str | None) -> None:
     statement = update(Namespace).where(Namespace.tenant == tenant, Namespace.name == namespace)
-    _set(session, statement, group, "Namespace does not exist")
+    _set(session, statement, group, NamespaceNotFound)
 
 
 def set_for_tenant(session: Session, tenant: str, group: str | None) -> None:
-    _set(session, update(Tenant).where(Tenant.name == tenant), group, "Tenant does not exist")
+    _set(session, update(Tenant).where(Tenant.name == tenant), group, TenantNotFound)
 
 
 def default_group_query() -> ScalarSelect[str]:
@@ -70,7 +73,7 @@ def set_default(session: Session, group: str | None) -> None:
         if rowcount(session, change) == 0 and rowcount(session, create) == 0:
             session.execute(change)
     except IntegrityError as exc:  # the foreign key, as for the other attachments
-        raise PreconditionFailed(GROUP_MISSING) from exc
+        raise ResourceGroupToAttachNotFound from exc
 
 
 def tenant_uses(group: str) -> ColumnElement[bool]:
@@ -99,7 +102,7 @@ def applied_group(session: Session, tenant: str, namespace: str) -> AppliedResou
         .where(Namespace.tenant == tenant, Namespace.name == namespace)
     ).one_or_none()
     if row is None:
-        raise NotFound("Namespace does not exist")
+        raise NamespaceNotFound
     sources: tuple[GroupSource, ...] = ("namespace", "tenant", "default")
     for group, source in zip(row, sources, strict=True):
         if group is not None:
@@ -124,5 +127,5 @@ def lock_tenant(session: Session, tenant: str) -> str | None:
         select(Tenant.resource_group).where(Tenant.name == tenant).with_for_update(key_share=True)
     ).one_or_none()
     if found is None:
-        raise NotFound("Tenant does not exist")
+        raise TenantNotFound
     return found[0]

@@ -8,18 +8,16 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, NamespaceNotFound, TenantNotFound
 from app.models import Namespace, NamespacePermission
 from app.services import tenants
 from app.services._sql import insert, rowcount
-
-NAMESPACE_MISSING = "Namespace does not exist"
 
 
 def get(session: Session, tenant: str, name: str) -> Namespace:
     namespace = session.get(Namespace, (tenant, name))
     if namespace is None:
-        raise NotFound(NAMESPACE_MISSING)
+        raise NamespaceNotFound
     return namespace
 
 
@@ -40,7 +38,7 @@ def create(session: Session, tenant: str, name: str) -> None:
         )
     except IntegrityError as exc:
         # The tenant was deleted between the check and the insert.
-        raise NotFound("Tenant does not exist") from exc
+        raise TenantNotFound from exc
     if touched == 0:
         raise Conflict("Namespace already exists")
 
@@ -50,7 +48,7 @@ def remove(session: Session, tenant: str, name: str) -> None:
         session, delete(Namespace).where(Namespace.tenant == tenant, Namespace.name == name)
     )
     if touched == 0:
-        raise NotFound(NAMESPACE_MISSING)
+        raise NamespaceNotFound
 
 
 def permissions(session: Session, tenant: str, name: str) -> dict[str, list[str]]:
@@ -77,7 +75,7 @@ def grant(session: Session, tenant: str, name: str, role: str, actions: Collecti
             )
         )
     except IntegrityError as exc:
-        raise NotFound(NAMESPACE_MISSING) from exc
+        raise NamespaceNotFound from exc
 
 
 def revoke(session: Session, tenant: str, name: str, role: str) -> None:

@@ -6,14 +6,13 @@ from sqlalchemy import delete, exists, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.errors import NotFound, PreconditionFailed
+from app.errors import ResourceGroupInUse, ResourceGroupNotFound
 from app.models import RATE_COLUMNS, DefaultResourceGroup, Namespace, ResourceGroup, Tenant
 from app.schemas import ResourceGroupRead, ResourceGroupUpdate
 from app.services._sql import insert
 from app.services.attachments import tenant_uses
 
 UNLIMITED = -1
-GROUP_MISSING = "ResourceGroup does not exist"
 
 # JSON field name -> column name; the model's fields are Pulsar's camelCase names.
 _COLUMN_OF = dict(zip(ResourceGroupUpdate.model_fields, RATE_COLUMNS, strict=True))
@@ -37,7 +36,7 @@ def find(session: Session, name: str) -> ResourceGroup | None:
 def get(session: Session, name: str) -> ResourceGroup:
     group = find(session, name)
     if group is None:
-        raise NotFound(GROUP_MISSING)
+        raise ResourceGroupNotFound
     return group
 
 
@@ -88,9 +87,9 @@ def is_in_use(session: Session, name: str) -> bool:
 def remove(session: Session, name: str) -> None:
     get(session, name)
     if is_in_use(session, name):
-        raise PreconditionFailed("ResourceGroup is in use")
+        raise ResourceGroupInUse
     try:
         session.execute(delete(ResourceGroup).where(ResourceGroup.name == name))
     except IntegrityError as exc:
         # An attachment committed between the check and the delete: the foreign key caught it.
-        raise PreconditionFailed("ResourceGroup is in use") from exc
+        raise ResourceGroupInUse from exc

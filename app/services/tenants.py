@@ -6,18 +6,16 @@ from sqlalchemy import delete, exists, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.errors import Conflict, NotFound
+from app.errors import Conflict, TenantHasNamespaces, TenantNotFound
 from app.models import Namespace, Tenant
 from app.schemas import TenantInfo
 from app.services._sql import insert, rowcount
-
-TENANT_HAS_NAMESPACES = "The tenant still has active namespaces"
 
 
 def get(session: Session, name: str) -> Tenant:
     tenant = session.get(Tenant, name)
     if tenant is None:
-        raise NotFound("Tenant does not exist")
+        raise TenantNotFound
     return tenant
 
 
@@ -44,14 +42,14 @@ def update_info(session: Session, name: str, info: TenantInfo) -> None:
         .values(admin_roles=info.adminRoles, allowed_clusters=info.allowedClusters),
     )
     if touched == 0:
-        raise NotFound("Tenant does not exist")
+        raise TenantNotFound
 
 
 def remove(session: Session, name: str) -> None:
     get(session, name)
     if session.scalar(select(exists().where(Namespace.tenant == name))):
-        raise Conflict(TENANT_HAS_NAMESPACES)
+        raise TenantHasNamespaces
     try:
         session.execute(delete(Tenant).where(Tenant.name == name))
     except IntegrityError as exc:
-        raise Conflict(TENANT_HAS_NAMESPACES) from exc
+        raise TenantHasNamespaces from exc
