@@ -103,7 +103,8 @@ class ResourceGroupNotFound(NotFound):
 
 
 class ResourceGroupToAttachNotFound(PreconditionFailed):
-    """412, not 404: what is missing is what the request names in its path's last part."""
+    """412, as Pulsar answers an attachment of a group that does not exist (a missing tenant
+    or namespace, what the request is about, is the 404)."""
 
     reason = ResourceGroupNotFound.reason
 
