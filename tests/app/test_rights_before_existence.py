@@ -127,3 +127,25 @@ class TestWithRights:
             method, template, _ = operation
             if method == "GET" and "{ns}" in template:
                 assert call(client, auth(SUPERUSER), operation, target)[0] == 404, operation
+
+
+class TestSuperusersRoutes:
+    """Rights before anything else: a role that is not a superuser learns nothing from a
+    superusers' route, not even that the names or the body it sent were wrong."""
+
+    @pytest.mark.parametrize(
+        ("method", "path", "body"),
+        [
+            ("DELETE", "/admin/v2/tenants/b@d", None),
+            ("PUT", "/admin/v2/resourcegroups/b@d", {}),
+            ("PUT", "/admin/v2/resourcegroups/rg", None),
+        ],
+    )
+    def test_other_roles_get_403_where_a_superuser_gets_400(
+        self, client: TestClient, auth: Auth, method: str, path: str, body: Any
+    ) -> None:
+        kwargs: dict[str, Any] = {} if body is None else {"json": body}
+        superuser = client.request(method, path, headers=auth(SUPERUSER), **kwargs)
+        other = client.request(method, path, headers=auth("job"), **kwargs)
+        assert superuser.status_code == 400, superuser.text
+        assert (other.status_code, other.json()) == (403, {"reason": "Only superusers may do this"})
