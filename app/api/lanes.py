@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -89,7 +88,7 @@ class ReportLanes:
 
     async def _store(self, batch: list[_Report]) -> None:
         try:
-            answers = await deps.transaction(self.sessions, partial(_store_all, batch))
+            answers = await deps.transaction(self.sessions, _store_all, batch)
         except AppError as refused:
             if refused.status_code >= 500 or len(batch) == 1:
                 _fail(batch, refused)
@@ -104,7 +103,7 @@ class ReportLanes:
                     report.answer.set_result(answer)
 
 
-def _store_all(batch: list[_Report], session: Session) -> list[bytes]:
+def _store_all(session: Session, batch: list[_Report]) -> list[bytes]:
     if len(batch) > 1:
         # Reporters before groups, the order in which a report and a release lock them: a
         # batch's later reports would otherwise lock their reporter holding the group.
