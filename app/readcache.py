@@ -1,15 +1,18 @@
 """ResourceGroup reads served from memory for as long as nothing they come from has changed.
 
 The hottest read of the API, ``GET /admin/v2/resourcegroups/{rg}``, then costs no thread-pool
-trip and no query of its own. An entry holds a group's rates and the admin roles that may
-read it (`GroupEntry`); it is never served after a write that changed either has committed,
-whichever process made the write, because every lookup first learns what changed since:
+trip and no session: on SQLite one ``PRAGMA data_version`` on the cache's own connection, on
+PostgreSQL a share of one reading of the admin generation. An entry holds a group's rates and
+the admin roles that may read it (`GroupEntry`); it is never served after a write that changed
+either has committed, whichever process made the write, because every lookup first learns
+what changed since:
 
 - **SQLite**: ``PRAGMA data_version`` on a connection of the cache's own that never writes
-  changes whenever any other connection, in this process or another, commits (a few
-  microseconds to ask). When it has, the triggers' log of groups whose reading a write may
-  have changed (`app.models.ResourceGroupChange`) names which entries to drop: a write drops
-  the entries of the groups it touched, not every entry.
+  changes whenever any other connection, in this process or another, commits; a lookup asks
+  it on the event loop's thread. When it has, the triggers' log of groups whose reading a
+  write may have changed (`app.models.ResourceGroupChange`), read on that connection too,
+  names which entries to drop: a write drops the entries of the groups it touched, not every
+  entry.
 - **PostgreSQL**: the admin generation (`app.generation`), which every committed write to
   groups, tenants, namespaces or the default group changes; when it moved, every entry is
   dropped. Reading it takes a round trip, so lookups share them (`GenerationWatch`): each

@@ -61,6 +61,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from pydantic_core import to_json
 from sqlalchemy import event
 from sqlalchemy.orm import Session
 
@@ -85,7 +86,6 @@ from app.quota.repository import Saved, UsageRepository, Written
 from app.quota.schemas import (
     DIMENSION_NAMES,
     UNLIMITED,
-    NamespaceAllocation,
     NamespaceUsage,
     ReportResult,
     UsageReport,
@@ -107,6 +107,7 @@ LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's tak
 # than it has rows): then the database compares all its rows with their groups' markers.
 FEW_MARKERS = 100
 _UNLIMITED: Rates = (None,) * len(DIMENSIONS)
+_string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes a string with
 
 
 def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Effective]) -> None:
@@ -507,13 +508,16 @@ def _plan(
         # the group does not limit it).
         rates: list[list[float | None]] = [[None] * len(DIMENSIONS) for _ in entries]
         fairs: list[list[float | None]] = [[None] * len(DIMENSIONS) for _ in entries]
+        # Per dimension, the shortfall of its levels once settled by every grant: what
+        # the summary is stored with.
+        shortfalls = [0.0] * len(DIMENSIONS)
         early = False
-        dimensions = list(summary.dimensions)
-        for index, dimension in enumerate(dimensions):
+        for index, dimension in enumerate(summary.dimensions):
             if dimension is None:
                 continue
             demand_at = 3 * index + DEMAND
             levels = dimension.levels
+            settled_shortfall = levels.settled_shortfall
             # Each grant as from the levels settled by the grants before it (`Levels.settled`).
             shortfall = levels.shortfall
             total = in_force[index]
@@ -525,23 +529,14 @@ def _plan(
                 rate, fair[index], soon = granted(levels, shortfall, namespace, demand, was, total)
                 if was is not None and not moved(was, rate, ALLOCATION_CHANGE):
                     rate = was  # as `_settle` keeps it
-                early = early or soon
+                if soon:
+                    early = True
                 total += rate - (was or 0.0)
-                shortfall = levels.settled_shortfall(shortfall, namespace, demand, was, rate)
+                shortfall = settled_shortfall(shortfall, namespace, demand, was, rate)
                 rated[index] = rate
             in_force[index] = total
-            dimensions[index] = DimensionSummary(
-                levels.with_shortfall(shortfall), dimension.usage, dimension.demand
-            )
-        summary = GroupSummary(
-            summary.marker,
-            summary.units,
-            summary.grants,
-            summary.reporters,
-            tuple(dimensions),
-            summary.woken,
-        )
-        saved.append((group, summary.to_json(), in_force, woken))
+            shortfalls[index] = shortfall
+        saved.append((group, summary.to_json(shortfalls), in_force, woken))
         plans[group] = Plan(
             id=new_token(),
             marker=markers.get(group, 0),
@@ -578,19 +573,22 @@ def _summarize(
     figures += [entry.figures for entry in entries]
     names = [namespace_of(member[1]) for member in members]
     names += namespaces
+    # The figures as columns (per figure, every reporter's, in order), and the allocations
+    # in force per dimension: peers' as stored, then the reporter's own.
+    columns = list(zip(*figures, strict=True))
+    had = list(zip(*before, strict=True))
+    peers = len(members)
     dimensions: list[DimensionSummary | None] = []
     for index, quota in enumerate(quotas):
         if quota is None:
             dimensions.append(None)
             continue
-        usage, demand, allocation = 3 * index + USAGE, 3 * index + DEMAND, 3 * index + ALLOCATION
-        demands = [f[demand] for f in figures]
-        allocations = [member[2][allocation] for member in members]
-        allocations += [had[index] for had in before]
+        demands = columns[3 * index + DEMAND]
+        allocations = [*columns[3 * index + ALLOCATION][:peers], *had[index]]
         dimensions.append(
             DimensionSummary(
                 summarize_columns(quota, names, demands, allocations),
-                sum([f[usage] for f in figures], 0.0),
+                sum(columns[3 * index + USAGE], 0.0),
                 sum([d for d in demands if d < UNKNOWN], 0.0),
             )
         )
@@ -726,6 +724,8 @@ def _answer(
     """
     answers = state.answers
     early = False
+    # Per group limits (by identity: every one is alive until this returns), their JSON.
+    limits_json: dict[int, bytes] = {}
     parts: list[bytes] = []
     for entry in entries:
         effective = entry.effective
@@ -741,14 +741,19 @@ def _answer(
             continue
         rates = _UNLIMITED if planned is None else planned.rates[entry.key]
         fallbacks = _UNLIMITED if planned is None else planned.fallbacks[entry.key]
-        # Built without validation: every value is already a float or a stored group.
-        allocation = NamespaceAllocation.model_construct(
-            resourceGroup=group,
-            limits=effective.limits,
-            allocations=_by_dimension(rates),
-            fallbackAllocations=_by_dimension(fallbacks),
+        # A `NamespaceAllocation`'s JSON, as pydantic writes it, without the model: its
+        # limits' written once per group's limits, its values by pydantic's own writer.
+        limits = effective.limits
+        written = b"null" if limits is None else limits_json.get(id(limits))
+        if written is None and limits is not None:
+            written = limits_json[id(limits)] = limits.model_dump_json().encode()
+        part = b'%s:{"resourceGroup":%s,"limits":%s,"allocations":%s,"fallbackAllocations":%s}' % (
+            _string(entry.ref).encode(),
+            to_json(group),
+            written,
+            to_json(_by_dimension(rates)),
+            to_json(_by_dimension(fallbacks)),
         )
-        part = b"%s:%s" % (json.dumps(entry.ref).encode(), allocation.model_dump_json().encode())
         answers[entry.key] = Answer(generation, plan_id, part)
         parts.append(part)
     return LastAnswer(

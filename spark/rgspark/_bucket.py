@@ -72,11 +72,11 @@ class TokenBucket:
 
     # Thread safety. CPython has no compare-and-swap, and the GIL does not make a
     # read-modify-write of several attributes atomic (free-threaded builds have no GIL at
-    # all), so the balance only ever changes under `_lock`. But an uncontended Lock costs as
-    # much as the rest of consume() put together, and consume() is the hot call, so it
-    # borrows PIP-322's idea of deferring work without losing any: consume() only appends
-    # what it took to a list (list.append is atomic, with or without the GIL), and the next
-    # call that takes the lock folds the lists into the balance. Unlike PIP-322 this is
+    # all), so the balance only ever changes under `_lock`. But consume() is the hot call, and
+    # even an uncontended Lock is a cost it should not pay on every call, so it borrows
+    # PIP-322's idea of deferring work without losing any: consume() only appends what it
+    # took to a list (list.append is atomic, with or without the GIL), and the next call
+    # that takes the lock folds the lists into the balance. Unlike PIP-322 this is
     # exact, not eventually consistent, in both of consume()'s windows:
     #
     # - Before `_fast_until`, the balance cannot reach the capacity even with nothing

@@ -3,13 +3,14 @@ bound rests on the sums in force alone, and a summary survives its JSON."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import replace
 
 import pytest
 
-from app.quota.allocator import PROBE, Report, grant, plan, summarize
+from app.quota.allocator import PROBE, Levels, Report, grant, plan, summarize
 from app.quota.levels import DimensionSummary, GroupSummary
 
 QUOTA = 1000.0
@@ -88,3 +89,64 @@ def test_a_summary_survives_its_json() -> None:
     assert not summary.holds(43, quotas, changing=False)
     assert not summary.holds(42, quotas, changing=True)
     assert not summary.holds(42, (QUOTA / 2, None, None, None), changing=False)
+
+
+def _dumped(summary: GroupSummary, shortfalls: list[float] | None = None) -> str:
+    """A summary's JSON as `json.dumps` writes its array."""
+
+    def levels(of: Levels, shortfall: float) -> list[object]:
+        return [of.quota, of.group_level, of.namespace_levels, of.room, shortfall, of.unknown]
+
+    raw: list[object] = [
+        summary.marker,
+        summary.units,
+        summary.grants,
+        summary.reporters,
+        [
+            None
+            if d is None
+            else [
+                *levels(d.levels, d.levels.shortfall if shortfalls is None else shortfalls[i]),
+                d.usage,
+                d.demand,
+            ]
+            for i, d in enumerate(summary.dimensions)
+        ],
+    ]
+    if summary.woken:
+        raw.append([None if w is None else levels(w, w.shortfall) for w in summary.woken])
+    return json.dumps(raw, separators=(",", ":"))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_summary_is_written_as_json_dumps_writes_it(seed: int) -> None:
+    rng = random.Random(seed)
+    values = [math.inf, -math.inf, math.nan, 0.0, -0.0, 1e-7, 2.5e-05, 1e16, 1e300, 5e-324]
+
+    def value() -> float:
+        return rng.choice([*values, rng.random() * 1e6, rng.random()])
+
+    def some_levels() -> Levels:
+        namespaces = {f"t-{i}/n.{i}": value() for i in range(rng.randint(0, 3))}
+        return Levels(value(), rng.randint(1, 9), value(), namespaces, value(), value(), True)
+
+    for _ in range(500):
+        summary = GroupSummary(
+            rng.getrandbits(63),
+            rng.randint(1, 99),
+            rng.randint(0, 9),
+            rng.randint(1, 9),
+            tuple(
+                None if rng.random() < 0.2 else DimensionSummary(some_levels(), value(), value())
+                for _ in range(4)
+            ),
+            () if rng.random() < 0.5 else tuple(some_levels() for _ in range(4)),
+        )
+        shortfalls = [value() for _ in range(4)]
+        assert summary.to_json() == _dumped(summary)
+        assert summary.to_json(shortfalls) == _dumped(summary, shortfalls)
+    # Other types than floats (a summary made by hand) are written by `json.dumps` itself.
+    odd = GroupSummary(
+        1, 2, 0, 1, (DimensionSummary(Levels(1000, 2, math.inf, {"a/b": 5}, 1.25, 0, False), 3, 4),)
+    )
+    assert odd.to_json() == _dumped(odd)
