@@ -110,11 +110,6 @@ def applied_group(session: Session, tenant: str, namespace: str) -> AppliedResou
     return AppliedResourceGroup(resourceGroup=None, source=None)
 
 
-def effective_group(session: Session, tenant: str, namespace: str) -> str | None:
-    """The namespace's own group, else its tenant's, else the default: exactly one counts."""
-    return applied_group(session, tenant, namespace).resourceGroup
-
-
 def lock_tenant(session: Session, tenant: str) -> str | None:
     """The tenant's group, its row locked until the transaction ends; NotFound if missing.
 

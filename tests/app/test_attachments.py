@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.errors import NotFound
-from app.services.attachments import effective_group
+from app.services.attachments import applied_group
 from app.state import state_of
 
 NAMESPACE = "/admin/v2/namespaces/t/ns"
@@ -188,7 +188,7 @@ class TestEffectiveGroup:
     @staticmethod
     def effective(app: FastAPI, tenant: str = "t", namespace: str = "ns") -> str | None:
         with state_of(app).sessions() as session:
-            return effective_group(session, tenant, namespace)
+            return applied_group(session, tenant, namespace).resourceGroup
 
     def test_namespace_wins_over_tenant_which_wins_over_none(
         self, client: TestClient, app: FastAPI

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from app import generation as admin_generation
-from app.services.attachments import effective_group
+from app.quota.store import effective_groups
 from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_attachments import reason
@@ -149,7 +149,7 @@ class TestAppliedGroup:
     @staticmethod
     def effective(app: FastAPI, tenant: str = "t", namespace: str = "ns") -> str | None:
         with state_of(app).sessions() as session:
-            return effective_group(session, tenant, namespace)
+            return effective_groups(session, [(tenant, namespace)])[tenant, namespace].group
 
     def test_each_source_in_turn(self, client: TestClient, app: FastAPI) -> None:
         assert applied(client) == {"resourceGroup": None, "source": None}
