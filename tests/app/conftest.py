@@ -12,19 +12,7 @@ from sqlalchemy import Engine
 from app.main import create_app
 from app.state import state_of
 from tests.conftest import make_settings
-
-
-class FakeClock:
-    """Seconds since the epoch, moved by the test: reporters go silent without sleeping."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def ms(self) -> int:
-        return round(self.now * 1000)
+from tests.factories import FakeClock
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from sqlalchemy import Engine, func, select
 from app.config import Settings
 from app.models import QuotaGroup, QuotaUsage
 from app.quota.levels import SUMMARY_SHARE, GroupSummary
-from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     INTERVAL_S,
     QUOTA,
@@ -24,6 +23,7 @@ from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     world,
 )
 from tests.conftest import SUPERUSER
+from tests.factories import FakeClock
 
 
 def in_force(engine: Engine) -> tuple[float, float]:

@@ -13,7 +13,6 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     INTERVAL_S,
     LEASE_MS,
@@ -25,6 +24,7 @@ from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     report,
     world,
 )
+from tests.factories import FakeClock
 
 LEASE_INTERVALS = round(LEASE_MS / 1000 / INTERVAL_S)
 

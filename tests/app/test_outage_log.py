@@ -8,14 +8,7 @@ import logging
 import pytest
 
 from app.outage_log import OutageLog
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.factories import FakeClock
 
 
 def lines(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -23,7 +16,7 @@ def lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_one_line_when_it_starts_and_one_when_it_ends(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     log = OutageLog(logging.getLogger("test.outage"), "could not load", "loaded again", clock=clock)
     with caplog.at_level(logging.WARNING, logger="test.outage"):
         log.succeeded()
@@ -40,7 +33,7 @@ def test_one_line_when_it_starts_and_one_when_it_ends(caplog: pytest.LogCaptureF
 
 
 def test_a_long_outage_says_so_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     log = OutageLog(logging.getLogger("test.outage"), "down", "up", repeat_s=60, clock=clock)
     with caplog.at_level(logging.WARNING, logger="test.outage"):
         for _ in range(150):
@@ -54,7 +47,7 @@ def test_a_long_outage_says_so_once_a_minute(caplog: pytest.LogCaptureFixture) -
 
 
 def test_a_new_outage_logs_again(caplog: pytest.LogCaptureFixture) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     log = OutageLog(logging.getLogger("test.outage"), "down", "up", clock=clock)
     with caplog.at_level(logging.WARNING, logger="test.outage"):
         log.failed(OSError("a"))

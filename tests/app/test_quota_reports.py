@@ -14,8 +14,8 @@ from sqlalchemy import Engine, func, insert, select
 from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
 from app.quota.store import FEW_MARKERS
-from tests.app.conftest import FakeClock
 from tests.conftest import SUPERUSER
+from tests.factories import FakeClock
 
 Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000

@@ -12,9 +12,9 @@ from sqlalchemy import Engine
 
 from app.main import create_app
 from app.state import state_of
-from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import INTERVAL_S, Auth, body, report
 from tests.conftest import make_settings
+from tests.factories import FakeClock
 
 QUOTA = 1000
 CAP = 5

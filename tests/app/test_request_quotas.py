@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.metrics import Metrics
 from app.request_quotas import FORGET_AFTER_S, SAMPLE_S, SAMPLES, Quotas, RequestThrottle
+from tests.factories import FakeClock
 
 Auth = Callable[[str], dict[str, str]]
 QUOTAS = "/admin/v2/request-quotas"
@@ -29,11 +30,11 @@ class TestThrottleMaths:
     """The sampled rate and the delay, on an injected clock."""
 
     def test_a_burst_of_100_at_10_per_second_is_delayed_by_the_formula(self) -> None:
-        now = [1000.0]
-        throttle = RequestThrottle(clock=lambda: now[0])
+        clock = FakeClock(1000.0)
+        throttle = RequestThrottle(clock=clock)
         throttle.update(Quotas(roles={"job": 10}))
         for n in range(1, 101):
-            now[0] += 0.004  # 100 requests within 0.4 s
+            clock.now += 0.004  # 100 requests within 0.4 s
             delay, observed = throttle.record("job")
             window = SAMPLE_S  # the burst spans less than one sample
             assert observed == pytest.approx(n / window)
@@ -41,15 +42,15 @@ class TestThrottleMaths:
         assert delay == SAMPLE_S  # capped at the window
 
     def test_rate_is_counted_over_the_samples_it_spans(self) -> None:
-        now = [0.0]
-        throttle = RequestThrottle(clock=lambda: now[0])
+        clock = FakeClock(0.0)
+        throttle = RequestThrottle(clock=clock)
         throttle.update(Quotas(default=5))
         for _ in range(40):  # 8 requests a second for 5 s
-            now[0] += 0.125
+            clock.now += 0.125
             delay, observed = throttle.record("job")
         assert observed == pytest.approx(40 / 5, rel=0.05)
         assert delay == pytest.approx(expected_delay(observed, 5, 5.0), rel=0.05)
-        now[0] += 20  # eleven samples later the old ones are gone: one request in 10-11 s
+        clock.now += 20  # eleven samples later the old ones are gone: one request in 10-11 s
         delay, observed = throttle.record("job")
         assert delay == 0.0
         assert 1 / 11 <= observed <= 1 / 10
@@ -65,8 +66,8 @@ class TestThrottleMaths:
         assert throttle.record("quiet")[0] == 0
 
     def test_a_quiet_roles_rate_decays_to_0_in_the_metrics_then_is_forgotten(self) -> None:
-        now = [0.0]
-        throttle = RequestThrottle(clock=lambda: now[0])
+        clock = FakeClock(0.0)
+        throttle = RequestThrottle(clock=clock)
         metrics = Metrics(lease_s=1.0)
         metrics.watch_request_rates(throttle.rates)
 
@@ -74,15 +75,15 @@ class TestThrottleMaths:
             return metrics.registry.get_sample_value("rg_role_request_rate", {"role": "job"})
 
         for _ in range(40):  # 8 requests a second for 5 s, then silence
-            now[0] += 0.125
+            clock.now += 0.125
             throttle.record("job")
         assert shown() == pytest.approx(8, rel=0.05)
-        now[0] += 5
+        clock.now += 5
         decaying = shown()
         assert decaying is not None and 0 < decaying < 8
-        now[0] += SAMPLES * SAMPLE_S
+        clock.now += SAMPLES * SAMPLE_S
         assert shown() == 0
-        now[0] += FORGET_AFTER_S
+        clock.now += FORGET_AFTER_S
         assert shown() is None
 
 

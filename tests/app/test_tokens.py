@@ -29,16 +29,9 @@ from app.auth import (
     parse_expiry,
 )
 from app.config import Settings
+from tests.factories import FakeClock
 
 HOUR = datetime.timedelta(hours=1)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +225,7 @@ class TestRoundTrip:
         assert abs(info.expires_at - (time.time() + 3600)) < 5
 
     def test_without_expiry_valid_forever(self, key: bytes) -> None:
-        clock = Clock()
+        clock = FakeClock(time.time())
         verifier = TokenVerifier(secret_key=key, clock=clock)
         token = create_token(subject="admin", secret_key=key)
         clock.now += 1000 * 365 * 86400
@@ -360,7 +353,7 @@ class TestCache:
         assert len(decodes) == 1
 
     def test_cached_token_still_expires(self, key: bytes, decodes: list[str]) -> None:
-        clock = Clock()
+        clock = FakeClock(time.time())
         verifier = TokenVerifier(secret_key=key, clock=clock)
         token = create_token(subject="admin", secret_key=key, expires_in=HOUR)
         assert verifier.role_of(token) == "admin"

@@ -16,8 +16,8 @@ from typer.testing import CliRunner, Result
 from app.cli import cli
 from app.main import create_app
 from app.state import state_of
-from tests.app.conftest import FakeClock
 from tests.conftest import SUPERUSER, make_settings, serve
+from tests.factories import FakeClock
 
 
 @pytest.fixture(scope="session")

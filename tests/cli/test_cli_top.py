@@ -21,9 +21,9 @@ from fastapi import FastAPI
 from app.commands.usage_table import latest_sample, plain_table, saturated_first
 from app.quota import history
 from app.state import state_of
-from tests.app.conftest import FakeClock
 from tests.cli.conftest import Rgadmin, failure, ok
 from tests.conftest import SUPERUSER
+from tests.factories import FakeClock
 
 RGADMIN = Path(sys.executable).with_name("rgadmin")
 RESOLUTION_S = 10

@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(mark)
 
 
-class FakeClock:
+class FakeMonotonicClock:
     """Monotonic nanoseconds that move only when a test moves them."""
 
     def __init__(self, start_ns: int = 1_000_000_000) -> None:
@@ -75,8 +75,8 @@ class FakeClock:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> FakeMonotonicClock:
+    return FakeMonotonicClock()
 
 
 # ---------------------------------------------------------------------------------------------

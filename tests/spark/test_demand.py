@@ -12,11 +12,16 @@ from rgspark import Limiter, TokenBucket
 from rgspark._demand import MAX_FACTOR, DemandEstimator
 
 if TYPE_CHECKING:
-    from conftest import FakeClock
+    from conftest import FakeMonotonicClock
 
 
 def run_charged(
-    estimator: DemandEstimator, clock: FakeClock, seconds: float, *, demand: float, rate: float
+    estimator: DemandEstimator,
+    clock: FakeMonotonicClock,
+    seconds: float,
+    *,
+    demand: float,
+    rate: float,
 ) -> None:
     """A worker working at `demand` per second, held to `rate`: 10 ms slices, charge after."""
     work = min(demand, rate) * 0.01
@@ -28,14 +33,14 @@ def run_charged(
 
 
 class TestUsageAndDemand:
-    def test_unthrottled_demand_is_the_usage(self, clock: FakeClock) -> None:
+    def test_unthrottled_demand_is_the_usage(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(clock=clock)
         run_charged(estimator, clock, 1.0, demand=1000, rate=2000)
         used, elapsed, demand = estimator.report()
         assert (used, elapsed) == (pytest.approx(1000), pytest.approx(1.0))
         assert demand == pytest.approx(1000)
 
-    def test_throttled_demand_adds_what_was_held_back(self, clock: FakeClock) -> None:
+    def test_throttled_demand_adds_what_was_held_back(self, clock: FakeMonotonicClock) -> None:
         # Held to 200 per second while wanting 800: used 200, held back 3/4 of the time.
         estimator = DemandEstimator(clock=clock)
         run_charged(estimator, clock, 1.0, demand=800, rate=200)
@@ -43,7 +48,7 @@ class TestUsageAndDemand:
         assert used == pytest.approx(200)
         assert demand == pytest.approx(800)
 
-    def test_after_acquire_the_sleep_is_behind(self, clock: FakeClock) -> None:
+    def test_after_acquire_the_sleep_is_behind(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(clock=clock)
         for _ in range(100):
             clock.advance(0.0025)  # work 2 units at 800 per second
@@ -51,7 +56,7 @@ class TestUsageAndDemand:
             estimator.record_acquired(2, 0.0075)
         assert estimator.report().demand == pytest.approx(800)
 
-    def test_with_the_real_limiter_and_bucket(self, clock: FakeClock) -> None:
+    def test_with_the_real_limiter_and_bucket(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(300, capacity=30, initial_tokens=0, clock=clock)
         limiter = Limiter(sleep=clock.sleep)
         estimator = DemandEstimator(clock=clock)
@@ -62,7 +67,7 @@ class TestUsageAndDemand:
         assert used / elapsed == pytest.approx(300, rel=0.01)
         assert demand == pytest.approx(1200, rel=0.01)
 
-    def test_the_report_starts_a_new_interval(self, clock: FakeClock) -> None:
+    def test_the_report_starts_a_new_interval(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(clock=clock)
         run_charged(estimator, clock, 0.5, demand=100, rate=1000)
         estimator.report()
@@ -70,7 +75,7 @@ class TestUsageAndDemand:
         used, elapsed, _ = estimator.report()
         assert (used, elapsed) == (pytest.approx(30), pytest.approx(0.3))
 
-    def test_peeking_does_not_end_the_interval(self, clock: FakeClock) -> None:
+    def test_peeking_does_not_end_the_interval(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(clock=clock)
         run_charged(estimator, clock, 0.5, demand=400, rate=100)
         assert estimator.demand() == pytest.approx(400)
@@ -78,32 +83,32 @@ class TestUsageAndDemand:
 
 
 class TestRecency:
-    def test_a_drop_shows_within_the_recent_window(self, clock: FakeClock) -> None:
+    def test_a_drop_shows_within_the_recent_window(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(recent_s=0.125, clock=clock)
         run_charged(estimator, clock, 1.0, demand=800, rate=1000)
         run_charged(estimator, clock, 0.2, demand=100, rate=1000)
         # The interval's average would say 683; what it wants now is 100.
         assert estimator.report().demand == pytest.approx(100)
 
-    def test_a_rise_shows_within_the_recent_window(self, clock: FakeClock) -> None:
+    def test_a_rise_shows_within_the_recent_window(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(recent_s=0.125, clock=clock)
         run_charged(estimator, clock, 1.0, demand=100, rate=200)
         run_charged(estimator, clock, 0.2, demand=900, rate=200)
         assert estimator.report().demand == pytest.approx(900)
 
-    def test_work_under_way_is_not_idleness(self, clock: FakeClock) -> None:
+    def test_work_under_way_is_not_idleness(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(clock=clock)
         run_charged(estimator, clock, 1.0, demand=1000, rate=2000)
         clock.advance(0.007)  # most of the next slice done, not charged yet
         assert estimator.report().demand == pytest.approx(1000)
 
-    def test_a_whole_window_of_quiet_is_no_demand(self, clock: FakeClock) -> None:
+    def test_a_whole_window_of_quiet_is_no_demand(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(recent_s=0.125, clock=clock)
         run_charged(estimator, clock, 1.0, demand=1000, rate=2000)
         clock.advance(0.2)
         assert estimator.report().demand == 0
 
-    def test_waking_is_measured_from_the_first_charge(self, clock: FakeClock) -> None:
+    def test_waking_is_measured_from_the_first_charge(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(recent_s=0.125, clock=clock)
         run_charged(estimator, clock, 1.0, demand=800, rate=1000)
         clock.advance(20)
@@ -114,7 +119,7 @@ class TestRecency:
         run_charged(estimator, clock, 0.3, demand=300, rate=1000)
         assert estimator.demand() == pytest.approx(300)
 
-    def test_waking_throttled_shows_its_demand_at_once(self, clock: FakeClock) -> None:
+    def test_waking_throttled_shows_its_demand_at_once(self, clock: FakeMonotonicClock) -> None:
         # Idle, then woken at a trickle (the floor an idle reporter keeps): the time it is
         # held back shows the demand, where a window reaching back over the idle time
         # would count that as unheld and say it wants almost nothing.
@@ -124,7 +129,7 @@ class TestRecency:
         run_charged(estimator, clock, 0.1, demand=400, rate=5)
         assert estimator.report().demand == pytest.approx(400, rel=0.15)  # + its first slice
 
-    def test_sparse_charges_widen_the_window(self, clock: FakeClock) -> None:
+    def test_sparse_charges_widen_the_window(self, clock: FakeMonotonicClock) -> None:
         # One charge every 100 ms: a 125 ms window would hold one or two of them.
         estimator = DemandEstimator(recent_s=0.125, clock=clock)
         for _ in range(20):
@@ -138,7 +143,7 @@ class TestRecency:
 
 
 class TestBounds:
-    def test_unknown_until_measured(self, clock: FakeClock) -> None:
+    def test_unknown_until_measured(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(recent_s=0.125, clock=clock)
         assert estimator.report() == (0, 0, math.inf)
         clock.advance(0.05)
@@ -146,14 +151,14 @@ class TestBounds:
         clock.advance(0.1)
         assert estimator.demand() == 0  # a whole window without a charge: idle
 
-    def test_one_charge_is_a_measurement(self, clock: FakeClock) -> None:
+    def test_one_charge_is_a_measurement(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(clock=clock)
         clock.advance(0.01)
         estimator.record_charged(5)
         assert estimator.demand() == pytest.approx(500)
 
     def test_held_back_nearly_all_the_time_counts_at_most_max_factor(
-        self, clock: FakeClock
+        self, clock: FakeMonotonicClock
     ) -> None:
         estimator = DemandEstimator(clock=clock)
         for _ in range(100):
@@ -164,7 +169,7 @@ class TestBounds:
         used, elapsed, demand = estimator.report()
         assert 0.9 * MAX_FACTOR * used / elapsed < demand <= MAX_FACTOR * used / elapsed
 
-    def test_concurrent_waits_count_once(self, clock: FakeClock) -> None:
+    def test_concurrent_waits_count_once(self, clock: FakeMonotonicClock) -> None:
         # Two callers held over the same 7.5 ms of every 10 ms, one told to wait it, one
         # saying it slept it: held 3/4 of the time, not 3/2 (which would leave no unheld
         # time, and count as MAX_FACTOR times the usage).
@@ -176,7 +181,7 @@ class TestBounds:
             estimator.record_acquired(1, 0.0075)
         assert estimator.report().demand == pytest.approx(800, rel=0.05)
 
-    def test_no_count_is_lost_between_threads(self, clock: FakeClock) -> None:
+    def test_no_count_is_lost_between_threads(self, clock: FakeMonotonicClock) -> None:
         estimator = DemandEstimator(clock=clock)
 
         def record() -> None:

@@ -13,31 +13,31 @@ import pytest
 from rgspark import Limiter, TokenBucket
 
 if TYPE_CHECKING:
-    from conftest import FakeClock
+    from conftest import FakeMonotonicClock
 
 
 class TestCharge:
-    def test_no_wait_while_every_bucket_stays_positive(self, clock: FakeClock) -> None:
+    def test_no_wait_while_every_bucket_stays_positive(self, clock: FakeMonotonicClock) -> None:
         msgs = TokenBucket(10, clock=clock)
         nbytes = TokenBucket(1000, clock=clock)
         assert Limiter().charge({msgs: 1, nbytes: 100}) == 0.0
         assert msgs.tokens == 9
         assert nbytes.tokens == 900
 
-    def test_waits_for_the_slowest_bucket_in_debt(self, clock: FakeClock) -> None:
+    def test_waits_for_the_slowest_bucket_in_debt(self, clock: FakeMonotonicClock) -> None:
         msgs = TokenBucket(10, clock=clock)
         nbytes = TokenBucket(1000, clock=clock)
         # msgs stays positive; bytes owes 1000, repaid in 1 s.
         assert Limiter().charge([(msgs, 1), (nbytes, 2000)]) == 1.0
         assert nbytes.tokens == -1000
 
-    def test_later_callers_wait_longer(self, clock: FakeClock) -> None:
+    def test_later_callers_wait_longer(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=10, initial_tokens=0, clock=clock)
         limiter = Limiter()
         waits = [limiter.charge({bucket: 1}) for _ in range(5)]
         assert waits == [0.1, 0.2, 0.3, 0.4, 0.5]
 
-    def test_a_newcomer_queues_behind_the_debt_before_it(self, clock: FakeClock) -> None:
+    def test_a_newcomer_queues_behind_the_debt_before_it(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=10, initial_tokens=0, clock=clock)
         limiter = Limiter()
         assert limiter.charge({bucket: 10}) == 1.0
@@ -45,7 +45,7 @@ class TestCharge:
         # 0.5 tokens are still owed, so a small charge now is released after the first.
         assert limiter.charge({bucket: 0.1}) == 0.06
 
-    def test_charges_nothing_when_an_amount_is_bad(self, clock: FakeClock) -> None:
+    def test_charges_nothing_when_an_amount_is_bad(self, clock: FakeMonotonicClock) -> None:
         first = TokenBucket(10, clock=clock)
         second = TokenBucket(10, clock=clock)
         with pytest.raises(ValueError, match="must not be negative"):
@@ -61,7 +61,7 @@ class TestCharge:
 
 
 class TestAcquire:
-    def test_sleeps_until_every_bucket_is_clear(self, clock: FakeClock) -> None:
+    def test_sleeps_until_every_bucket_is_clear(self, clock: FakeMonotonicClock) -> None:
         msgs = TokenBucket(10, capacity=10, initial_tokens=0, clock=clock)
         nbytes = TokenBucket(1000, clock=clock)
         slept: list[float] = []
@@ -76,7 +76,7 @@ class TestAcquire:
         assert msgs.tokens == 0
         assert limiter.acquire({nbytes: 10}) == 0.0
 
-    def test_a_rate_change_while_waiting_moves_the_release(self, clock: FakeClock) -> None:
+    def test_a_rate_change_while_waiting_moves_the_release(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=100, initial_tokens=0, clock=clock)
         slept: list[float] = []
 
@@ -94,7 +94,7 @@ class TestAcquire:
         assert slept == [2.0, 0.5]
         assert bucket.tokens == 0
 
-    def test_asyncio(self, clock: FakeClock) -> None:
+    def test_asyncio(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(100, capacity=100, initial_tokens=0, clock=clock)
 
         async def sleep(seconds: float) -> None:

@@ -17,7 +17,8 @@ from app.models import QuotaReporter
 from rgspark import ServerUnreachableError
 from rgspark._admin import AdminClient
 from rgspark._reporter import UNKNOWN_DEMAND, NamespaceQuota, Reporter
-from tests.spark.conftest import FakeClock, running_server
+from tests.factories import FakeClock
+from tests.spark.conftest import FakeMonotonicClock, running_server
 
 Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000
@@ -106,19 +107,6 @@ def test_initial_rate_holds_before_the_first_answer() -> None:
 # On fake time, against a mock server: idle is known, when reports go out, fail-static
 
 
-class WallClock:
-    """Seconds since the epoch that move only when a test moves them."""
-
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class MockServer:
     """``/quota/v1`` answering every report with the same rates, until told to fail."""
 
@@ -160,8 +148,8 @@ class MockServer:
 
 
 @pytest.fixture
-def wall() -> WallClock:
-    return WallClock()
+def wall() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
@@ -170,19 +158,19 @@ def server() -> MockServer:
 
 
 def mock_reporter(
-    server: MockServer, wall: WallClock, clock: FakeClock, **options: Any
+    server: MockServer, wall: FakeClock, clock: FakeMonotonicClock, **options: Any
 ) -> tuple[NamespaceQuota, Reporter]:
     quota = NamespaceQuota("t", "ns", clock=clock, sleep=clock.sleep)
     admin = AdminClient("http://rg.test", transport=httpx.MockTransport(server))
     return quota, Reporter(admin, [quota], wall_clock=wall, **options)
 
 
-def advance(wall: WallClock, clock: FakeClock, seconds: float) -> None:
+def advance(wall: FakeClock, clock: FakeMonotonicClock, seconds: float) -> None:
     wall.advance(seconds)
     clock.advance(seconds)
 
 
-def next_report(reporter: Reporter, wall: WallClock, clock: FakeClock) -> float:
+def next_report(reporter: Reporter, wall: FakeClock, clock: FakeMonotonicClock) -> float:
     """Wait as the reporter thread does until a report is due, send it; returns when."""
     while (seconds := reporter.due_in(wall())) > 0:
         advance(wall, clock, seconds)
@@ -194,7 +182,9 @@ class TestIdleIsKnown:
     def demand(self, quota: NamespaceQuota, interval_s: float = 1.0) -> float:
         return quota.usage(interval_s)["publishMsgs"]["demand"]
 
-    def test_announced_but_never_charged_is_idle_after_its_claim(self, clock: FakeClock) -> None:
+    def test_announced_but_never_charged_is_idle_after_its_claim(
+        self, clock: FakeMonotonicClock
+    ) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         assert self.demand(quota) == UNKNOWN_DEMAND  # a task is starting: owed a share
@@ -203,7 +193,7 @@ class TestIdleIsKnown:
         clock.advance(0.05)
         assert self.demand(quota) == 0  # a quarter interval without a charge: idle
 
-    def test_announcing_again_does_not_prolong_the_claim(self, clock: FakeClock) -> None:
+    def test_announcing_again_does_not_prolong_the_claim(self, clock: FakeMonotonicClock) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         clock.advance(0.6)
@@ -211,7 +201,7 @@ class TestIdleIsKnown:
         clock.advance(0.4)
         assert self.demand(quota) == 0
 
-    def test_a_task_after_idling_claims_again(self, clock: FakeClock) -> None:
+    def test_a_task_after_idling_claims_again(self, clock: FakeMonotonicClock) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         clock.advance(2)
@@ -219,14 +209,14 @@ class TestIdleIsKnown:
         quota.use("publish")  # the next stage
         assert self.demand(quota) == UNKNOWN_DEMAND
 
-    def test_the_claim_is_the_server_s_interval(self, clock: FakeClock) -> None:
+    def test_the_claim_is_the_server_s_interval(self, clock: FakeMonotonicClock) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         clock.advance(0.3)
         assert self.demand(quota, interval_s=0.25) == 0
 
     def test_a_newcomer_asked_to_report_early_still_claims_at_its_second_report(
-        self, wall: WallClock, clock: FakeClock
+        self, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         # The server asks a newcomer back after 125 ms; its interval is still a second, so
         # a second report 200 ms on (a slow first answer) still says "not known yet".
@@ -240,7 +230,7 @@ class TestIdleIsKnown:
         assert second["demand"] == UNKNOWN_DEMAND
         assert reporter.period_s == 1.0
 
-    def test_a_charge_ends_the_claim_with_a_measurement(self, clock: FakeClock) -> None:
+    def test_a_charge_ends_the_claim_with_a_measurement(self, clock: FakeMonotonicClock) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         for _ in range(20):
@@ -248,7 +238,9 @@ class TestIdleIsKnown:
             quota.charge("publish", 3, 0)
         assert self.demand(quota) == pytest.approx(300)
 
-    def test_the_claim_running_out_is_worth_an_early_report(self, clock: FakeClock) -> None:
+    def test_the_claim_running_out_is_worth_an_early_report(
+        self, clock: FakeMonotonicClock
+    ) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         self.demand(quota)
@@ -259,7 +251,7 @@ class TestIdleIsKnown:
         self.demand(quota)
         assert not quota.demand_moved()
 
-    def test_waking_is_worth_an_early_report(self, clock: FakeClock) -> None:
+    def test_waking_is_worth_an_early_report(self, clock: FakeMonotonicClock) -> None:
         quota = NamespaceQuota("t", "ns", clock=clock)
         quota.use("publish")
         clock.advance(5)
@@ -277,7 +269,7 @@ class TestIdleIsKnown:
 
 class TestWhenReportsGoOut:
     def test_on_the_interval_the_server_asks(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         _, reporter = mock_reporter(server, wall, clock)
         assert reporter.due_in(wall()) == 0  # the first at once
@@ -289,7 +281,7 @@ class TestWhenReportsGoOut:
         assert reporter.due_in(wall()) == 0
 
     def test_a_task_starting_reports_early_but_not_at_once(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         quota, reporter = mock_reporter(server, wall, clock)
         reporter.report()
@@ -302,7 +294,7 @@ class TestWhenReportsGoOut:
         assert server.reports[-1]["namespaces"]["t/ns"]["publishMsgs"]["demand"] == 1e18
 
     def test_a_demand_that_moves_reports_early(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         quota, reporter = mock_reporter(server, wall, clock)
         quota.use("publish")
@@ -316,7 +308,7 @@ class TestWhenReportsGoOut:
         assert reporter.due_in(wall()) == 0
 
     def test_no_early_reports_while_the_server_fails(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         quota, reporter = mock_reporter(server, wall, clock)
         reporter.report()
@@ -328,7 +320,7 @@ class TestWhenReportsGoOut:
         assert reporter.due_in(wall()) == pytest.approx(1.8, abs=1e-6)  # backoff: 2 intervals
 
     def test_the_reporter_thread_s_loop_on_fake_time(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         reporter: Reporter
 
@@ -346,7 +338,7 @@ class TestWhenReportsGoOut:
 
 class TestFailStatic:
     def test_the_last_allocation_for_three_intervals_then_the_fallback(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         quota, reporter = mock_reporter(server, wall, clock)
         assert reporter.report()
@@ -367,7 +359,7 @@ class TestFailStatic:
         assert quota.rate("publishMsgs") == 200 and not reporter.on_fallback
 
     def test_a_newcomer_is_not_stranded_on_its_probe(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         server.allocation, server.interval_ms = 5, 125  # a newcomer's probe, report again soon
         quota, reporter = mock_reporter(server, wall, clock)
@@ -381,7 +373,7 @@ class TestFailStatic:
         assert quota.rate("publishMsgs") == 500
 
     def test_the_interval_is_the_longest_an_answer_asked_for(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         server.interval_ms = 125
         _, reporter = mock_reporter(server, wall, clock)
@@ -395,7 +387,7 @@ class TestFailStatic:
         assert reporter.fallback_at() == pytest.approx(wall() + 3)
 
     def test_before_any_answer_on_no_policy_holds(
-        self, server: MockServer, wall: WallClock, clock: FakeClock
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         quota, reporter = mock_reporter(server, wall, clock)
         quota.apply({"publishMsgs": 50})  # as ResourceGroupClient applies a mapping of rates
@@ -406,7 +398,7 @@ class TestFailStatic:
         assert reporter.fallback_at() is None
 
     def test_an_answer_without_a_fallback_keeps_the_last_allocation(
-        self, wall: WallClock, clock: FakeClock
+        self, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         server = MockServer(fallback=None)
         quota, reporter = mock_reporter(server, wall, clock)
@@ -424,8 +416,8 @@ def test_a_stopped_server_moves_workers_to_their_fallback_after_their_lease(
     a newcomer on its probe, then the server stops. Each keeps its allocation for its lease
     and 2 intervals (as the worker knows them) after its last answer, then holds its equal
     share of the group; those add up to the quota."""
-    wall = WallClock(time.time())
-    clock = FakeClock()
+    wall = FakeClock(time.time())
+    clock = FakeMonotonicClock()
     with running_server(tmp_path, report_interval_s=0.2) as (rg, stack):
         job = rg.namespace(publishRateInMsgs=QUOTA)
         quotas = [NamespaceQuota(job.tenant, job.namespace, clock=clock) for _ in range(2)]
@@ -505,7 +497,7 @@ def test_a_newcomer_reaches_a_steady_worker_at_once_whatever_its_lease(tmp_path:
     starts: the group's wake moves, and the first reports and gives up half within a second,
     not when its lease ends. (Their work runs on a fake clock, so that their demands hold
     still and nothing but the wake makes the first report early.)"""
-    clock = FakeClock()
+    clock = FakeMonotonicClock()
 
     def work(quotas: list[NamespaceQuota]) -> None:
         clock.advance(0.01)

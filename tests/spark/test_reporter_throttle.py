@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 
 from rgspark._admin import AdminClient
 from rgspark._reporter import NamespaceQuota, Reporter
+from tests.factories import FakeClock
 
 
 def test_a_throttled_reporter_waits_before_its_next_call(
@@ -23,9 +24,8 @@ def test_a_throttled_reporter_waits_before_its_next_call(
     ):
         assert client.request(method, path, json=body).status_code == 204
     quota = NamespaceQuota("t", "ns")
-    now = [1_800_000_000.0]
     with Reporter(
-        AdminClient(live_url, token=token("chatty")), [quota], wall_clock=lambda: now[0]
+        AdminClient(live_url, token=token("chatty")), [quota], wall_clock=FakeClock()
     ) as reporter:
         answers = []
         for _ in range(3):

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from tests.spark.conftest import FakeClock, JobNamespace, RGServer
+    from tests.spark.conftest import FakeMonotonicClock, JobNamespace, RGServer
 
 spark_job = pytest.mark.spark
 T = TypeVar("T")
@@ -523,7 +523,7 @@ def test_throttled_sink_in_foreach_partition_holds_the_rate(
 
 
 @pytest.fixture
-def fake_buckets(monkeypatch: pytest.MonkeyPatch, clock: FakeClock) -> FakeClock:
+def fake_buckets(monkeypatch: pytest.MonkeyPatch, clock: FakeMonotonicClock) -> FakeMonotonicClock:
     """Namespace buckets made from now on run on the fake clock."""
 
     def bucket(rate: float) -> TokenBucket:
@@ -546,7 +546,7 @@ class LocalClient(ResourceGroupClient):
 
 
 def sink_sends(
-    clock: FakeClock, rates: dict[str, float], rows: list[bytes], **options: Any
+    clock: FakeMonotonicClock, rates: dict[str, float], rows: list[bytes], **options: Any
 ) -> list[tuple[float, int, int]]:
     """Run `rows` through a `throttled_sink` held to `rates`, on fake time: what each call
     of the user's function got, as (fake seconds since the start, rows, bytes)."""
@@ -562,27 +562,31 @@ def sink_sends(
     return sends
 
 
-def test_sink_sends_about_100_ms_of_the_msgs_rate_at_a_time(fake_buckets: FakeClock) -> None:
+def test_sink_sends_about_100_ms_of_the_msgs_rate_at_a_time(
+    fake_buckets: FakeMonotonicClock,
+) -> None:
     rows = [b"x" * 10] * 1000
     sends = sink_sends(fake_buckets, {"publishMsgs": 2000}, rows)
     # 200 rows a call, each paid for (100 ms) before the next call.
     assert sends == [(round(0.1 * i, 6), 200, 2000) for i in range(5)]
 
 
-def test_sink_sends_about_100_ms_of_the_bytes_rate_at_a_time(fake_buckets: FakeClock) -> None:
+def test_sink_sends_about_100_ms_of_the_bytes_rate_at_a_time(
+    fake_buckets: FakeMonotonicClock,
+) -> None:
     rows = [b"x" * 100] * 50  # 5,000 bytes: half a second at 10,000 B/s
     sends = sink_sends(fake_buckets, {"publishBytes": 10_000}, rows, size=len)
     assert sends == [(round(0.1 * i, 6), 10, 1000) for i in range(5)]
 
 
-def test_sink_never_splits_a_row_larger_than_100_ms(fake_buckets: FakeClock) -> None:
+def test_sink_never_splits_a_row_larger_than_100_ms(fake_buckets: FakeMonotonicClock) -> None:
     rows = [b"x" * 300, b"x" * 3000, b"x" * 300, b"x" * 300, b"x" * 300]
     sends = sink_sends(fake_buckets, {"publishBytes": 10_000}, rows, size=len)
     assert [(n, nbytes) for _, n, nbytes in sends] == [(1, 300), (1, 3000), (3, 900)]
     assert [t for t, _, _ in sends] == [0.0, 0.03, 0.33]
 
 
-def test_sink_without_limits_sends_in_bounded_chunks(fake_buckets: FakeClock) -> None:
+def test_sink_without_limits_sends_in_bounded_chunks(fake_buckets: FakeMonotonicClock) -> None:
     sends = sink_sends(fake_buckets, {}, [b"x"] * 2500, size=len)
     assert sends == [(0.0, 1000, 1000), (0.0, 1000, 1000), (0.0, 500, 500)]
 
@@ -590,7 +594,7 @@ def test_sink_without_limits_sends_in_bounded_chunks(fake_buckets: FakeClock) ->
 class Source:
     """Reads of given sizes, noting the fake time each one started."""
 
-    def __init__(self, clock: FakeClock, sizes: list[int]) -> None:
+    def __init__(self, clock: FakeMonotonicClock, sizes: list[int]) -> None:
         self.clock = clock
         self.sizes = sizes
         self.started: list[float] = []
@@ -600,7 +604,9 @@ class Source:
         return b"x" * self.sizes[len(self.started) - 1]
 
 
-def reader_on(clock: FakeClock, rate: float, **options: Any) -> tuple[ThrottledReader, float]:
+def reader_on(
+    clock: FakeMonotonicClock, rate: float, **options: Any
+) -> tuple[ThrottledReader, float]:
     quota = NamespaceQuota("t", "ns")
     quota.apply({"dispatchBytes": rate})
     reader = ThrottledReader(
@@ -610,7 +616,7 @@ def reader_on(clock: FakeClock, rate: float, **options: Any) -> tuple[ThrottledR
 
 
 def test_reader_charges_after_each_read_and_delays_the_next_while_in_debt(
-    fake_buckets: FakeClock,
+    fake_buckets: FakeMonotonicClock,
 ) -> None:
     clock = fake_buckets
     reader, start = reader_on(clock, 1000)  # bytes/s
@@ -629,7 +635,7 @@ def test_reader_charges_after_each_read_and_delays_the_next_while_in_debt(
     assert reader.throttled_s == pytest.approx(3.5)
 
 
-def test_reader_counts_the_most_bytes_read_in_one_window(fake_buckets: FakeClock) -> None:
+def test_reader_counts_the_most_bytes_read_in_one_window(fake_buckets: FakeMonotonicClock) -> None:
     clock = fake_buckets
     reader, _ = reader_on(clock, 1000, window_s=1.0)
     source = Source(clock, [250] * 12)
@@ -642,7 +648,7 @@ def test_reader_counts_the_most_bytes_read_in_one_window(fake_buckets: FakeClock
 
 
 def test_reader_takes_a_size_function_and_leaves_unlimited_reads_alone(
-    fake_buckets: FakeClock,
+    fake_buckets: FakeMonotonicClock,
 ) -> None:
     clock = fake_buckets
     reader, start = reader_on(clock, -1)  # unlimited

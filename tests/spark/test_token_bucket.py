@@ -16,16 +16,16 @@ import pytest
 from rgspark import TokenBucket
 
 if TYPE_CHECKING:
-    from conftest import FakeClock
+    from conftest import FakeMonotonicClock
 
 
 class TestRefill:
-    def test_starts_full_with_one_second_of_rate(self, clock: FakeClock) -> None:
+    def test_starts_full_with_one_second_of_rate(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(250, clock=clock)
         assert bucket.capacity == 250
         assert bucket.tokens == 250
 
-    def test_refills_from_elapsed_time_up_to_the_capacity(self, clock: FakeClock) -> None:
+    def test_refills_from_elapsed_time_up_to_the_capacity(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=100, initial_tokens=0, clock=clock)
         clock.advance(1)
         assert bucket.tokens == 10
@@ -36,14 +36,14 @@ class TestRefill:
         clock.advance(0.5)
         assert bucket.tokens == 75
 
-    def test_fractions_of_a_token_carry_over(self, clock: FakeClock) -> None:
+    def test_fractions_of_a_token_carry_over(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(0.3, capacity=1000, initial_tokens=0, clock=clock)
         for _ in range(100_000):
             clock.advance(0.001)
             bucket.contains_tokens()
         assert bucket.tokens == 30
 
-    def test_a_clock_that_does_not_move_adds_nothing(self, clock: FakeClock) -> None:
+    def test_a_clock_that_does_not_move_adds_nothing(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(1000, initial_tokens=5, clock=clock)
         bucket.consume(5)
         assert bucket.tokens == 0
@@ -54,14 +54,14 @@ class TestRefill:
 
 
 class TestDebt:
-    def test_consume_never_rejects_and_goes_negative(self, clock: FakeClock) -> None:
+    def test_consume_never_rejects_and_goes_negative(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=5, clock=clock)
         bucket.consume(8)
         assert bucket.tokens == -3
         assert not bucket.contains_tokens()
 
     def test_consume_and_check_is_true_while_the_balance_stays_above_zero(
-        self, clock: FakeClock
+        self, clock: FakeMonotonicClock
     ) -> None:
         bucket = TokenBucket(10, capacity=10, clock=clock)
         assert bucket.consume_and_check(9)
@@ -69,7 +69,7 @@ class TestDebt:
         assert bucket.tokens == 0
         assert not bucket.consume_and_check(0)
 
-    def test_fractional_amounts_add_up(self, clock: FakeClock) -> None:
+    def test_fractional_amounts_add_up(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=10, clock=clock)
         for _ in range(10):
             bucket.consume(0.1)
@@ -77,7 +77,7 @@ class TestDebt:
 
 
 class TestThrottlingDuration:
-    def test_pulsars_example(self, clock: FakeClock) -> None:
+    def test_pulsars_example(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=100, initial_tokens=0, clock=clock)
         clock.advance(5)
         bucket.consume(100)
@@ -87,26 +87,26 @@ class TestThrottlingDuration:
         assert bucket.throttling_duration() == 0
         assert bucket.tokens == 1
 
-    def test_waits_for_at_least_16_ms_of_rate(self, clock: FakeClock) -> None:
+    def test_waits_for_at_least_16_ms_of_rate(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(1000, initial_tokens=0, clock=clock)
         assert bucket.throttling_duration() == 0.016
         assert bucket.throttling_duration(required=100) == 0.1
 
-    def test_is_zero_when_the_balance_is_already_there(self, clock: FakeClock) -> None:
+    def test_is_zero_when_the_balance_is_already_there(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(1000, clock=clock)
         assert bucket.throttling_duration(required=1000) == 0.0
 
-    def test_a_capacity_below_16_ms_of_rate_is_the_target(self, clock: FakeClock) -> None:
+    def test_a_capacity_below_16_ms_of_rate_is_the_target(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(1000, capacity=4, initial_tokens=0, clock=clock)
         assert bucket.throttling_duration() == 0.004
 
-    def test_a_requirement_above_the_capacity_is_refused(self, clock: FakeClock) -> None:
+    def test_a_requirement_above_the_capacity_is_refused(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=100, clock=clock)
         with pytest.raises(ValueError, match=r"required \(101\) exceeds the capacity"):
             bucket.throttling_duration(101)
 
 
-def test_balance_stays_exact_over_100000_steps(clock: FakeClock) -> None:
+def test_balance_stays_exact_over_100000_steps(clock: FakeMonotonicClock) -> None:
     bucket = TokenBucket(1000, clock=clock)
     for _ in range(100_000):
         clock.advance(0.001)
@@ -120,7 +120,7 @@ def test_balance_stays_exact_over_100000_steps(clock: FakeClock) -> None:
 
 
 class TestSetRate:
-    def test_keeps_debt(self, clock: FakeClock) -> None:
+    def test_keeps_debt(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=100, initial_tokens=0, clock=clock)
         bucket.consume(50)
         bucket.set_rate(100)
@@ -130,7 +130,9 @@ class TestSetRate:
         clock.advance(0.5)
         assert bucket.tokens == 0
 
-    def test_credits_time_before_the_change_at_the_old_rate(self, clock: FakeClock) -> None:
+    def test_credits_time_before_the_change_at_the_old_rate(
+        self, clock: FakeMonotonicClock
+    ) -> None:
         bucket = TokenBucket(10, capacity=100, initial_tokens=0, clock=clock)
         clock.advance(2)
         bucket.set_rate(1000, capacity=5000)
@@ -138,12 +140,12 @@ class TestSetRate:
         clock.advance(1)
         assert bucket.tokens == 1020
 
-    def test_does_not_fill_a_larger_capacity(self, clock: FakeClock) -> None:
+    def test_does_not_fill_a_larger_capacity(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=100, clock=clock)
         bucket.set_rate(10, capacity=1000)
         assert bucket.tokens == 100
 
-    def test_drops_tokens_above_a_smaller_capacity(self, clock: FakeClock) -> None:
+    def test_drops_tokens_above_a_smaller_capacity(self, clock: FakeMonotonicClock) -> None:
         bucket = TokenBucket(10, capacity=100, clock=clock)
         bucket.set_rate(10, capacity=5)
         assert bucket.tokens == 5
@@ -180,7 +182,7 @@ class TestBadArguments:
         with pytest.raises(ValueError, match=r"initial_tokens \(11\) must not exceed"):
             TokenBucket(10, 10, 11)
 
-    def test_initial_debt_is_allowed(self, clock: FakeClock) -> None:
+    def test_initial_debt_is_allowed(self, clock: FakeMonotonicClock) -> None:
         assert TokenBucket(10, 10, -5, clock=clock).tokens == -5
 
     @pytest.mark.parametrize(
@@ -231,7 +233,9 @@ class _Model:
     [(100, 50), (10**6, 5), (10**9, 1000)],
     ids=["slow", "refilled-within-a-call", "refilled-between-calls"],
 )
-def test_matches_the_exact_model_call_by_call(clock: FakeClock, rate: int, capacity: int) -> None:
+def test_matches_the_exact_model_call_by_call(
+    clock: FakeMonotonicClock, rate: int, capacity: int
+) -> None:
     # consume() may fold its amounts into the balance later than it is called; the balance
     # must come out exactly as if every call had been applied at once, near the capacity
     # (where refill is cut) and far below it alike.
