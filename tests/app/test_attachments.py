@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -13,6 +12,7 @@ from fastapi.testclient import TestClient
 from app.errors import NotFound
 from app.services.attachments import applied_group
 from app.state import state_of
+from tests.factories import reason
 
 NAMESPACE = "/admin/v2/namespaces/t/ns"
 TENANT = "/admin/v2/tenants/t"
@@ -29,13 +29,6 @@ LEVELS = {
     ),
     "tenant": (TENANT, "/admin/v2/tenants/nope", "Tenant does not exist"),
 }
-
-
-def reason(response: httpx.Response, status: int) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert list(body) == ["reason"], body
-    return str(body["reason"])
 
 
 @pytest.fixture

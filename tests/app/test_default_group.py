@@ -14,9 +14,8 @@ from sqlalchemy import Engine
 from app import generation as admin_generation
 from app.quota.store import effective_groups
 from app.state import state_of
-from tests.app.test_attachments import reason
 from tests.app.test_quota_reports import INTERVAL_S, allocated, body, report
-from tests.factories import FakeClock
+from tests.factories import FakeClock, reason
 
 Auth = Callable[[str], dict[str, str]]
 

@@ -5,22 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
+
+from tests.factories import reason
 
 NAMESPACES = "/admin/v2/namespaces"
 BAD_NAMES = ["a b", "é", "x" * 256, "%20"]
 BAD_ROLES = ["a b", "x" * 256, "%20", "tab%09"]
 
 Auth = Callable[[str], dict[str, str]]
-
-
-def reason(response: httpx.Response, status: int) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert list(body) == ["reason"], body
-    return str(body["reason"])
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from app.db import upgrade_schema
 from app.main import create_app
 from app.state import state_of
 from tests.conftest import SUPERUSER, make_settings
+from tests.factories import reason
 
 Auth = Callable[[str], dict[str, str]]
 TENANTS = "/admin/v2/tenants"
@@ -45,12 +46,6 @@ EXAMPLE_PATH_PARAMETERS = {
     "role": "bob",
     "reporterId": "r1",
 }
-
-
-def reason(response: httpx.Response, status: int) -> str:
-    assert response.status_code == status, response.text
-    text: str = response.json()["reason"]
-    return text
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.app.test_attachments import reason
 from tests.conftest import SUPERUSER
+from tests.factories import reason
 
 Auth = Callable[[str], dict[str, str]]
 

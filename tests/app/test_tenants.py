@@ -5,21 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
+
+from tests.factories import reason
 
 TENANTS = "/admin/v2/tenants"
 BAD_NAMES = ["a b", "é", "x" * 256, "t%0A", "%20"]
 
 Auth = Callable[[str], dict[str, str]]
-
-
-def reason(response: httpx.Response, status: int) -> str:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert list(body) == ["reason"], body
-    return str(body["reason"])
 
 
 def make_tenant(client: TestClient, name: str = "t", admins: tuple[str, ...] = ()) -> None:

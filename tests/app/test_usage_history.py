@@ -20,10 +20,9 @@ from app.main import create_app
 from app.models import UsageSample
 from app.quota import history
 from app.state import state_of
-from tests.app.test_attachments import reason
 from tests.app.test_quota_reports import INTERVAL_S, body, report
 from tests.conftest import SUPERUSER, make_settings, serve
-from tests.factories import FakeClock
+from tests.factories import FakeClock, reason
 
 Auth = Callable[[str], dict[str, str]]
 
