@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from app.errors import NotFound
 from app.services.attachments import applied_group
 from app.state import state_of
-from tests.factories import reason
+from tests.factories import create_group, create_namespace, create_tenant, reason
 
 NAMESPACE = "/admin/v2/namespaces/t/ns"
 TENANT = "/admin/v2/tenants/t"
@@ -35,14 +35,11 @@ LEVELS = {
 def world(client: TestClient) -> None:
     """Groups ``rg1`` and ``rg2``; tenants ``t`` (admin ``tenant-admin``) and ``other`` (admin
     ``other-admin``), each with a namespace ``ns`` that role ``job`` may produce to."""
-    for group in ("rg1", "rg2"):
-        assert client.put(f"/admin/v2/resourcegroups/{group}", json={}).status_code == 204
+    create_group(client, "rg1")
+    create_group(client, "rg2")
     for tenant, admin in (("t", "tenant-admin"), ("other", "other-admin")):
-        created = client.put(f"/admin/v2/tenants/{tenant}", json={"adminRoles": [admin]})
-        assert created.status_code == 204
-        assert client.put(f"/admin/v2/namespaces/{tenant}/ns").status_code == 204
-        grant = client.post(f"/admin/v2/namespaces/{tenant}/ns/permissions/job", json=["produce"])
-        assert grant.status_code == 204
+        create_tenant(client, tenant, [admin])
+        create_namespace(client, f"{tenant}/ns", producers=["job"])
 
 
 def attached(client: TestClient, base: str, headers: dict[str, str] | None = None) -> Any:

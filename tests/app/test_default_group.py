@@ -15,7 +15,7 @@ from app import generation as admin_generation
 from app.quota.store import effective_groups
 from app.state import state_of
 from tests.app.test_quota_reports import INTERVAL_S, allocated, body, report
-from tests.factories import FakeClock, reason
+from tests.factories import FakeClock, create_group, create_namespace, create_tenant, reason
 
 Auth = Callable[[str], dict[str, str]]
 
@@ -30,14 +30,12 @@ def world(client: TestClient) -> None:
     """Groups ``dflt`` (publish 1000 msgs/s), ``rg1`` and ``rg2``; tenants ``t`` (admin
     ``tenant-admin``) and ``other`` (admin ``other-admin``), each with a namespace ``ns``
     that role ``job`` may produce to. No default group yet."""
-    for group, rates in (("dflt", {"publishRateInMsgs": QUOTA}), ("rg1", {}), ("rg2", {})):
-        assert client.put(f"/admin/v2/resourcegroups/{group}", json=rates).status_code == 204
+    create_group(client, "dflt", publishRateInMsgs=QUOTA)
+    create_group(client, "rg1")
+    create_group(client, "rg2")
     for tenant, admin in (("t", "tenant-admin"), ("other", "other-admin")):
-        created = client.put(f"/admin/v2/tenants/{tenant}", json={"adminRoles": [admin]})
-        assert created.status_code == 204
-        assert client.put(f"/admin/v2/namespaces/{tenant}/ns").status_code == 204
-        grant = client.post(f"/admin/v2/namespaces/{tenant}/ns/permissions/job", json=["produce"])
-        assert grant.status_code == 204
+        create_tenant(client, tenant, [admin])
+        create_namespace(client, f"{tenant}/ns", producers=["job"])
 
 
 def default_of(client: TestClient) -> Any:

@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from app.models import Base
 from tests.conftest import SUPERUSER, dump
+from tests.factories import create_group, create_namespace, create_tenant
 
 Auth = Callable[[str], dict[str, str]]
 
@@ -36,16 +37,10 @@ def canonical(method: str, path: str) -> tuple[str, str]:
 def make_world(client: TestClient) -> None:
     """Groups ``rg1`` (attached to namespace ``t/ns``) and ``rg2``; tenant ``t`` administered by
     ``tenant-admin``; role ``job`` may produce to ``t/ns``."""
-    for request in (
-        ("PUT", "/admin/v2/resourcegroups/rg1", {"publishRateInMsgs": 10}),
-        ("PUT", "/admin/v2/resourcegroups/rg2", {}),
-        ("PUT", "/admin/v2/tenants/t", {"adminRoles": ["tenant-admin"]}),
-        ("PUT", "/admin/v2/namespaces/t/ns", None),
-        ("POST", "/admin/v2/namespaces/t/ns/resourcegroup/rg1", None),
-        ("POST", "/admin/v2/namespaces/t/ns/permissions/job", ["produce"]),
-    ):
-        method, path, body = request
-        assert client.request(method, path, json=body).status_code == 204, request
+    create_group(client, "rg1", publishRateInMsgs=10)
+    create_group(client, "rg2")
+    create_tenant(client, "t", ["tenant-admin"])
+    create_namespace(client, "t/ns", group="rg1", producers=["job"])
 
 
 def empty_tables(engine: Engine) -> None:

@@ -15,7 +15,7 @@ from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
 from app.quota.store import FEW_MARKERS
 from tests.conftest import SUPERUSER
-from tests.factories import FakeClock
+from tests.factories import FakeClock, create_group, create_namespace, create_tenant
 
 Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000
@@ -26,15 +26,10 @@ LEASE_MS = round(Settings().report_lease_seconds * 1000)  # the default, which t
 @pytest.fixture
 def world(client: TestClient) -> None:
     """Group ``rg`` (publish 1000 msgs/s) on ``t/ns``; role ``job`` produces to it."""
-    for method, path, body in (
-        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": QUOTA}),
-        ("PUT", "/admin/v2/tenants/t", {"adminRoles": ["tenant-admin"]}),
-        ("PUT", "/admin/v2/namespaces/t/ns", None),
-        ("PUT", "/admin/v2/namespaces/t/other", None),
-        ("POST", "/admin/v2/namespaces/t/ns/resourcegroup/rg", None),
-        ("POST", "/admin/v2/namespaces/t/ns/permissions/job", ["produce"]),
-    ):
-        assert client.request(method, path, json=body).status_code == 204
+    create_group(client, "rg", publishRateInMsgs=QUOTA)
+    create_tenant(client, "t", ["tenant-admin"])
+    create_namespace(client, "t/ns", group="rg", producers=["job"])
+    create_namespace(client, "t/other")
 
 
 def body(clock: FakeClock, demand: float, *, used: int | None = None, ns: str = "t/ns") -> Any:

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.metrics import Metrics
 from app.request_quotas import FORGET_AFTER_S, SAMPLE_S, SAMPLES, Quotas, RequestThrottle
-from tests.factories import FakeClock
+from tests.factories import FakeClock, attach, create_group, create_namespace, create_tenant
 
 Auth = Callable[[str], dict[str, str]]
 QUOTAS = "/admin/v2/request-quotas"
@@ -148,10 +148,10 @@ class TestEnforcement:
         # Rates are measured per server process over 11 s and the app outlives a test, so
         # every test uses roles that no earlier request was counted for.
         self.job, self.other = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("job", "other"))
-        client.put("/admin/v2/resourcegroups/rg", json={})
-        client.put("/admin/v2/tenants/t", json={"adminRoles": [self.job, self.other]})
-        client.put("/admin/v2/namespaces/t/ns")
-        client.post("/admin/v2/tenants/t/resourcegroup/rg")
+        create_group(client, "rg")
+        create_tenant(client, "t", [self.job, self.other])
+        create_namespace(client, "t/ns")
+        attach(client, "t", "rg")
 
     def test_a_role_over_quota_is_delayed_and_others_are_not(
         self, client: TestClient, live_url: str, auth: Auth

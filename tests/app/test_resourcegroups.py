@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.factories import create_group, create_namespace, create_tenant
+
 GROUPS = "/admin/v2/resourcegroups"
 FIELDS = (
     "publishRateInMsgs",
@@ -23,12 +25,9 @@ Auth = Callable[[str], dict[str, str]]
 
 
 def make_tenant_with_group(client: TestClient, group: str, admin: str = "tenant-admin") -> None:
-    assert client.put(f"{GROUPS}/{group}", json={"publishRateInMsgs": 10}).status_code == 204
-    assert client.put("/admin/v2/tenants/t", json={"adminRoles": [admin]}).status_code == 204
-    assert client.put("/admin/v2/namespaces/t/ns").status_code == 204
-    assert client.post(f"/admin/v2/namespaces/t/ns/resourcegroup/{group}").status_code == 204
-    grant = client.post("/admin/v2/namespaces/t/ns/permissions/job", json=["produce"])
-    assert grant.status_code == 204
+    create_group(client, group, publishRateInMsgs=10)
+    create_tenant(client, "t", [admin])
+    create_namespace(client, "t/ns", group=group, producers=["job"])
 
 
 class TestPut:

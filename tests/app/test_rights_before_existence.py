@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import SUPERUSER
+from tests.factories import create_group, create_namespace, create_tenant
 
 Auth = Callable[[str], dict[str, str]]
 
@@ -50,12 +51,12 @@ MISSING = [("t", "missing"), ("missing", "ns"), ("missing", "missing")]
 
 @pytest.fixture
 def world(client: TestClient) -> None:
-    assert client.put("/admin/v2/resourcegroups/rg", json={"publishRateInMsgs": 10}).status_code
-    for tenant, admin in (("t", "tenant-admin"), ("other", "other-admin")):
-        assert client.put(f"/admin/v2/tenants/{tenant}", json={"adminRoles": [admin]}).is_success
-    for namespace in ("t/ns", "t/ns2", "other/ns"):
-        assert client.put(f"/admin/v2/namespaces/{namespace}").is_success
-    assert client.post("/admin/v2/namespaces/t/ns/permissions/job", json=["produce"]).is_success
+    create_group(client, "rg", publishRateInMsgs=10)
+    create_tenant(client, "t", ["tenant-admin"])
+    create_tenant(client, "other", ["other-admin"])
+    create_namespace(client, "t/ns", producers=["job"])
+    create_namespace(client, "t/ns2")
+    create_namespace(client, "other/ns")
 
 
 def call(

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import SUPERUSER
-from tests.factories import reason
+from tests.factories import create_group, create_namespace, create_tenant, reason
 
 Auth = Callable[[str], dict[str, str]]
 
@@ -38,11 +38,9 @@ def world(client: TestClient) -> None:
     """Groups ``rg1`` (publish 10 msgs/s, on namespace ``t/ns``), ``rg2`` and ``spare``; tenant
     ``t`` administered by ``tenant-admin``. Nothing on the tenant and no default."""
     for group in ("rg1", "rg2", "spare"):
-        response = client.put(f"/admin/v2/resourcegroups/{group}", json={"publishRateInMsgs": 10})
-        assert response.status_code == 204
-    assert client.put(TENANT, json={"adminRoles": ["tenant-admin"]}).status_code == 204
-    assert client.put(NAMESPACE).status_code == 204
-    assert client.post(f"{NAMESPACE}/resourcegroup/rg1").status_code == 204
+        create_group(client, group, publishRateInMsgs=10)
+    create_tenant(client, "t", ["tenant-admin"])
+    create_namespace(client, "t/ns", group="rg1")
 
 
 @pytest.fixture

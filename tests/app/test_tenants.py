@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.factories import reason
+from tests.factories import create_namespace, create_tenant, grant, reason
 
 TENANTS = "/admin/v2/tenants"
 BAD_NAMES = ["a b", "é", "x" * 256, "t%0A", "%20"]
@@ -16,17 +16,11 @@ BAD_NAMES = ["a b", "é", "x" * 256, "t%0A", "%20"]
 Auth = Callable[[str], dict[str, str]]
 
 
-def make_tenant(client: TestClient, name: str = "t", admins: tuple[str, ...] = ()) -> None:
-    response = client.put(f"{TENANTS}/{name}", json={"adminRoles": list(admins)})
-    assert response.status_code == 204, response.text
-
-
 def make_namespace_with_client(client: TestClient) -> None:
     """Tenant ``t`` administered by ``tenant-admin``, namespace ``t/ns`` used by role ``job``."""
-    make_tenant(client, "t", ("tenant-admin",))
-    assert client.put("/admin/v2/namespaces/t/ns").status_code == 204
-    grant = client.post("/admin/v2/namespaces/t/ns/permissions/job", json=["produce", "consume"])
-    assert grant.status_code == 204
+    create_tenant(client, "t", ["tenant-admin"])
+    create_namespace(client, "t/ns")
+    grant(client, "t/ns", "job", "produce", "consume")
 
 
 class TestCreate:
@@ -40,7 +34,7 @@ class TestCreate:
         assert client.get(f"{TENANTS}/t").json() == {"adminRoles": [], "allowedClusters": []}
 
     def test_existing_is_409_and_changes_nothing(self, client: TestClient, unchanged: Any) -> None:
-        make_tenant(client, "t", ("alice",))
+        create_tenant(client, "t", ["alice"])
         with unchanged():
             response = client.put(f"{TENANTS}/t", json={"adminRoles": ["mallory"]})
         assert reason(response, 409) == "Tenant already exists"
@@ -64,7 +58,7 @@ class TestUpdate:
         assert client.get(f"{TENANTS}/t").json() == {"adminRoles": [], "allowedClusters": []}
 
     def test_removed_admin_loses_access(self, client: TestClient, auth: Auth) -> None:
-        make_tenant(client, "t", ("alice",))
+        create_tenant(client, "t", ["alice"])
         assert client.get(f"{TENANTS}/t", headers=auth("alice")).status_code == 200
         client.post(f"{TENANTS}/t", json={"adminRoles": ["bob"]})
         assert client.get(f"{TENANTS}/t", headers=auth("alice")).status_code == 403
@@ -83,13 +77,13 @@ class TestGetAndList:
     def test_list_is_sorted_names(self, client: TestClient) -> None:
         assert client.get(TENANTS).json() == []
         for name in ("b", "a", "c"):
-            make_tenant(client, name)
+            create_tenant(client, name)
         assert client.get(TENANTS).json() == ["a", "b", "c"]
 
 
 class TestDelete:
     def test_delete(self, client: TestClient) -> None:
-        make_tenant(client)
+        create_tenant(client, "t")
         assert client.delete(f"{TENANTS}/t").status_code == 204
         assert client.get(f"{TENANTS}/t").status_code == 404
         assert client.get(TENANTS).json() == []
@@ -109,7 +103,7 @@ class TestDelete:
 
     def test_tenant_with_a_group_attached_can_be_deleted(self, client: TestClient) -> None:
         client.put("/admin/v2/resourcegroups/rg", json={})
-        make_tenant(client)
+        create_tenant(client, "t")
         client.post(f"{TENANTS}/t/resourcegroup/rg")
         assert client.delete(f"{TENANTS}/t").status_code == 204
         # Nothing points at the group any more.
@@ -147,7 +141,7 @@ class TestBadBodies:
     def test_invalid_body_is_400_naming_the_problem(
         self, client: TestClient, unchanged: Any, method: str, body: Any, expected: str
     ) -> None:
-        make_tenant(client, "t", ("alice",))
+        create_tenant(client, "t", ["alice"])
         path = f"{TENANTS}/{'new' if method == 'PUT' else 't'}"
         with unchanged():
             response = client.request(method, path, json=body)
@@ -168,7 +162,7 @@ class TestBadBodies:
     def test_empty_truncated_or_non_json_body_is_400(
         self, client: TestClient, unchanged: Any, method: str, raw: bytes, expected: str
     ) -> None:
-        make_tenant(client, "t", ("alice",))
+        create_tenant(client, "t", ["alice"])
         path = f"{TENANTS}/{'new' if method == 'PUT' else 't'}"
         with unchanged():
             response = client.request(
@@ -181,7 +175,7 @@ class TestBadBodies:
     def test_body_not_sent_as_json_is_415(
         self, client: TestClient, unchanged: Any, method: str, content_type: str
     ) -> None:
-        make_tenant(client, "t", ("alice",))
+        create_tenant(client, "t", ["alice"])
         path = f"{TENANTS}/{'new' if method == 'PUT' else 't'}"
         with unchanged():
             response = client.request(
@@ -199,7 +193,7 @@ class TestRoles:
         self, client: TestClient, auth: Auth, unchanged: Any, role: str
     ) -> None:
         make_namespace_with_client(client)
-        make_tenant(client, "empty", ("tenant-admin",))
+        create_tenant(client, "empty", ["tenant-admin"])
         headers = auth(role)
         with unchanged():
             responses = [
@@ -213,7 +207,7 @@ class TestRoles:
 
     def test_tenant_admin_reads_its_own_tenant_only(self, client: TestClient, auth: Auth) -> None:
         make_namespace_with_client(client)
-        make_tenant(client, "other", ("other-admin",))
+        create_tenant(client, "other", ["other-admin"])
         admin = auth("tenant-admin")
         response = client.get(f"{TENANTS}/t", headers=admin)
         assert response.json() == {"adminRoles": ["tenant-admin"], "allowedClusters": []}

@@ -22,7 +22,15 @@ from app.quota import history
 from app.state import state_of
 from tests.app.test_quota_reports import INTERVAL_S, body, report
 from tests.conftest import SUPERUSER, make_settings, serve
-from tests.factories import FakeClock, reason
+from tests.factories import (
+    FakeClock,
+    attach,
+    create_group,
+    create_namespace,
+    create_tenant,
+    reason,
+    set_default_group,
+)
 
 Auth = Callable[[str], dict[str, str]]
 
@@ -55,26 +63,16 @@ def world(client: TestClient) -> None:
     """Group ``rg`` (publish 1000 msgs/s) covers ``t/own`` (its own), ``t/inherits`` (tenant
     ``t``'s) and ``u/ns`` (the default); tenant admins ``t-admin`` and ``u-admin``; role
     ``job`` produces everywhere. Group ``other`` covers nothing."""
-    calls: list[tuple[str, str, Any]] = [
-        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": QUOTA}),
-        ("PUT", "/admin/v2/resourcegroups/other", {}),
-        ("PUT", "/admin/v2/tenants/t", {"adminRoles": ["t-admin"]}),
-        ("PUT", "/admin/v2/tenants/u", {"adminRoles": ["u-admin"]}),
-        ("PUT", "/admin/v2/tenants/v", {"adminRoles": ["v-admin"]}),
-        ("POST", "/admin/v2/tenants/t/resourcegroup/rg", None),
-        ("POST", "/admin/v2/default-resourcegroup/rg", None),
-    ]
+    create_group(client, "rg", publishRateInMsgs=QUOTA)
+    create_group(client, "other")
+    for tenant in ("t", "u", "v"):
+        create_tenant(client, tenant, [f"{tenant}-admin"])
+    attach(client, "t", "rg")
+    set_default_group(client, "rg")
     for ns in ("t/own", "t/inherits", "u/ns", "v/ns"):
-        calls += [
-            ("PUT", f"/admin/v2/namespaces/{ns}", None),
-            ("POST", f"/admin/v2/namespaces/{ns}/permissions/job", ["produce"]),
-        ]
-    calls += [
-        ("POST", "/admin/v2/namespaces/t/own/resourcegroup/rg", None),
-        ("POST", "/admin/v2/namespaces/v/ns/resourcegroup/other", None),
-    ]
-    for method, path, payload in calls:
-        assert client.request(method, path, json=payload).status_code == 204, path
+        create_namespace(client, ns, producers=["job"])
+    attach(client, "t/own", "rg")
+    attach(client, "v/ns", "other")
 
 
 def sample(app: FastAPI, now: float) -> bool:

@@ -23,7 +23,7 @@ from app.quota import history
 from app.state import state_of
 from tests.cli.conftest import Rgadmin, failure, ok
 from tests.conftest import SUPERUSER
-from tests.factories import FakeClock
+from tests.factories import FakeClock, create_group, create_namespace, create_tenant
 
 RGADMIN = Path(sys.executable).with_name("rgadmin")
 RESOLUTION_S = 10
@@ -116,23 +116,14 @@ def world(server: str, token: Callable[[str], str]) -> None:
     """Groups ``hot`` and ``cool`` (publish 1000 msgs/s) on ``t/hot`` and ``t/cool``, and
     ``free`` (unlimited) on nothing; ``t`` is administered by ``t-admin``; ``job`` produces.
     Made over plain HTTP: the verbs' own tests drive the CLI."""
-    calls: list[tuple[str, str, Any]] = [
-        ("PUT", "resourcegroups/hot", {"publishRateInMsgs": QUOTA}),
-        ("PUT", "resourcegroups/cool", {"publishRateInMsgs": QUOTA}),
-        ("PUT", "resourcegroups/free", {}),
-        ("PUT", "tenants/t", {"adminRoles": ["t-admin"]}),
-    ]
-    for name in ("hot", "cool"):
-        calls += [
-            ("PUT", f"namespaces/t/{name}", None),
-            ("POST", f"namespaces/t/{name}/resourcegroup/{name}", None),
-            ("POST", f"namespaces/t/{name}/permissions/job", ["produce"]),
-        ]
     headers = {"Authorization": f"Bearer {token(SUPERUSER)}"}
-    with httpx.Client(base_url=f"{server}/admin/v2", headers=headers) as admin:
-        for method, path, body in calls:
-            response = admin.request(method, path, json=body)
-            assert response.status_code == 204, response.text
+    with httpx.Client(base_url=server, headers=headers) as admin:
+        create_group(admin, "hot", publishRateInMsgs=QUOTA)
+        create_group(admin, "cool", publishRateInMsgs=QUOTA)
+        create_group(admin, "free")
+        create_tenant(admin, "t", ["t-admin"])
+        for name in ("hot", "cool"):
+            create_namespace(admin, f"t/{name}", group=name, producers=["job"])
 
 
 def report(client: httpx.Client, clock: FakeClock, reporter: str, ns: str, used: int) -> None:

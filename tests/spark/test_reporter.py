@@ -17,7 +17,7 @@ from app.models import QuotaReporter
 from rgspark import ServerUnreachableError
 from rgspark._admin import AdminClient
 from rgspark._reporter import UNKNOWN_DEMAND, NamespaceQuota, Reporter
-from tests.factories import FakeClock
+from tests.factories import FakeClock, create_group, create_namespace, create_tenant
 from tests.spark.conftest import FakeMonotonicClock, running_server
 
 Auth = Callable[[str], dict[str, str]]
@@ -27,14 +27,9 @@ QUOTA = 1000
 @pytest.fixture
 def job_token(client: TestClient, token: Callable[[str], str]) -> str:
     """Group ``rg`` (publish 1000 msgs/s) on ``t/ns``; a token for role ``job``, which produces."""
-    for method, path, body in (
-        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": QUOTA}),
-        ("PUT", "/admin/v2/tenants/t", {}),
-        ("PUT", "/admin/v2/namespaces/t/ns", None),
-        ("POST", "/admin/v2/namespaces/t/ns/resourcegroup/rg", None),
-        ("POST", "/admin/v2/namespaces/t/ns/permissions/job", ["produce"]),
-    ):
-        assert client.request(method, path, json=body).status_code == 204
+    create_group(client, "rg", publishRateInMsgs=QUOTA)
+    create_tenant(client, "t")
+    create_namespace(client, "t/ns", group="rg", producers=["job"])
     return token("job")
 
 

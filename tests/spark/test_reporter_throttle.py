@@ -8,21 +8,17 @@ from fastapi.testclient import TestClient
 
 from rgspark._admin import AdminClient
 from rgspark._reporter import NamespaceQuota, Reporter
-from tests.factories import FakeClock
+from tests.factories import FakeClock, create_group, create_namespace, create_tenant
 
 
 def test_a_throttled_reporter_waits_before_its_next_call(
     client: TestClient, live_url: str, token: Callable[[str], str]
 ) -> None:
-    for method, path, body in (
-        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": 100}),
-        ("PUT", "/admin/v2/tenants/t", {}),
-        ("PUT", "/admin/v2/namespaces/t/ns", None),
-        ("POST", "/admin/v2/namespaces/t/ns/resourcegroup/rg", None),
-        ("POST", "/admin/v2/namespaces/t/ns/permissions/chatty", ["produce"]),
-        ("PUT", "/admin/v2/request-quotas/roles/chatty", {"requestsPerSecond": 1}),
-    ):
-        assert client.request(method, path, json=body).status_code == 204
+    create_group(client, "rg", publishRateInMsgs=100)
+    create_tenant(client, "t")
+    create_namespace(client, "t/ns", group="rg", producers=["chatty"])
+    limit = client.put("/admin/v2/request-quotas/roles/chatty", json={"requestsPerSecond": 1})
+    assert limit.status_code == 204
     quota = NamespaceQuota("t", "ns")
     with Reporter(
         AdminClient(live_url, token=token("chatty")), [quota], wall_clock=FakeClock()

@@ -15,14 +15,9 @@ from fastapi.testclient import TestClient
 from app.api.ui import UI_DIR
 from scripts.vendor_ui_assets import PACKAGES
 from tests.conftest import SUPERUSER
+from tests.factories import attach, create_group, create_namespace, create_tenant, set_default_group
 
 Auth = Callable[[str], dict[str, str]]
-
-
-def setup(client: TestClient, *calls: tuple[str, str, object]) -> None:
-    for method, path, body in calls:
-        response = client.request(method, path, json=body)
-        assert response.status_code == 204, f"{method} {path}: {response.text}"
 
 
 class TestSession:
@@ -35,12 +30,9 @@ class TestSession:
         assert bad.json()["reason"].startswith("Invalid token")
 
     def test_superuser_sees_everything(self, client: TestClient) -> None:
-        setup(
-            client,
-            ("PUT", "/admin/v2/resourcegroups/b", {}),
-            ("PUT", "/admin/v2/resourcegroups/a", {}),
-            ("PUT", "/admin/v2/tenants/t", {"adminRoles": ["someone"]}),
-        )
+        create_group(client, "b")
+        create_group(client, "a")
+        create_tenant(client, "t", ["someone"])
         answer = client.get("/ui/api/session").json()
         assert answer == {
             "role": SUPERUSER,
@@ -58,21 +50,17 @@ class TestSession:
         A has group g1, its namespace a1 has g2 and a2 none (so g1); B has none and its b1
         none (so the default, gd); C's c1 has g3; g4 is used by nobody.
         """
-        setup(
-            client,
-            *(("PUT", f"/admin/v2/resourcegroups/{g}", {}) for g in ("g1", "g2", "g3", "g4", "gd")),
-            ("PUT", "/admin/v2/tenants/A", {"adminRoles": ["ra"]}),
-            ("PUT", "/admin/v2/tenants/B", {"adminRoles": ["ra", "rb"]}),
-            ("PUT", "/admin/v2/tenants/C", {"adminRoles": ["rb"]}),
-            *(
-                ("PUT", f"/admin/v2/namespaces/{ns}", None)
-                for ns in ("A/a1", "A/a2", "B/b1", "C/c1")
-            ),
-            ("POST", "/admin/v2/tenants/A/resourcegroup/g1", None),
-            ("POST", "/admin/v2/namespaces/A/a1/resourcegroup/g2", None),
-            ("POST", "/admin/v2/namespaces/C/c1/resourcegroup/g3", None),
-            ("POST", "/admin/v2/default-resourcegroup/gd", None),
-        )
+        for group in ("g1", "g2", "g3", "g4", "gd"):
+            create_group(client, group)
+        create_tenant(client, "A", ["ra"])
+        create_tenant(client, "B", ["ra", "rb"])
+        create_tenant(client, "C", ["rb"])
+        for namespace in ("A/a1", "A/a2", "B/b1", "C/c1"):
+            create_namespace(client, namespace)
+        attach(client, "A", "g1")
+        attach(client, "A/a1", "g2")
+        attach(client, "C/c1", "g3")
+        set_default_group(client, "gd")
 
     @pytest.mark.usefixtures("world")
     @pytest.mark.parametrize(
@@ -102,7 +90,7 @@ class TestSession:
     def test_the_default_counts_only_while_it_covers_a_namespace(
         self, client: TestClient, auth: Auth
     ) -> None:
-        setup(client, ("POST", "/admin/v2/namespaces/B/b1/resourcegroup/g4", None))
+        attach(client, "B/b1", "g4")
         assert client.get("/ui/api/session", headers=auth("rb")).json()["resourceGroups"] == [
             "g3",
             "g4",
