@@ -45,7 +45,7 @@ def _done(response: httpx.Response) -> None:
     assert response.status_code == 204, f"{request.method} {request.url}: {response.text}"
 
 
-def create_group(client: httpx.Client, name: str, **rates: int) -> None:
+def create_group(client: httpx.Client, name: str, **rates: float) -> None:
     """ResourceGroup `name` with Pulsar's rate fields (``publishRateInMsgs=10``); unlimited
     where none is given."""
     _done(client.put(f"{ADMIN}/resourcegroups/{name}", json=rates))

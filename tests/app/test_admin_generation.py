@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from app import generation
 from app.models import COMPACTED_WRITER
+from tests.factories import create_group, create_namespace, create_tenant
 
 
 def current(engine: Engine) -> int:
@@ -43,13 +44,10 @@ def is_postgresql(engine: Engine) -> bool:
 def test_admin_writes_change_the_generation(
     client: TestClient, engine: Engine, method: str, path: str, body: Any
 ) -> None:
-    for setup, target, payload in (
-        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": 1}),
-        ("PUT", "/admin/v2/resourcegroups/spare", {"publishRateInMsgs": 1}),
-        ("PUT", "/admin/v2/tenants/t", {"adminRoles": []}),
-        ("PUT", "/admin/v2/namespaces/t/ns", None),
-    ):
-        assert client.request(setup, target, json=payload).status_code == 204
+    create_group(client, "rg", publishRateInMsgs=1)
+    create_group(client, "spare", publishRateInMsgs=1)
+    create_tenant(client, "t")
+    create_namespace(client, "t/ns")
     before = current(engine)
     response = client.request(method, path, json=body)
     assert response.status_code == 204, response.text

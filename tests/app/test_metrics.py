@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from app.main import create_app
 from app.state import state_of
 from tests.conftest import make_settings
+from tests.factories import create_group, create_namespace, create_tenant
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 Auth = Callable[[str], dict[str, str]]
@@ -46,14 +47,9 @@ def server(database_url: str, secret_key: bytes, engine: Engine) -> Iterator[Fas
 
 
 def test_group_figures_match_the_reports(server: FastAPI, client: TestClient, auth: Auth) -> None:
-    for method, path, body in (
-        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": 1000}),
-        ("PUT", "/admin/v2/tenants/t", {}),
-        ("PUT", "/admin/v2/namespaces/t/ns", None),
-        ("POST", "/admin/v2/namespaces/t/ns/resourcegroup/rg", None),
-        ("POST", "/admin/v2/namespaces/t/ns/permissions/job", ["produce"]),
-    ):
-        assert client.request(method, path, json=body).status_code == 204
+    create_group(client, "rg", publishRateInMsgs=1000)
+    create_tenant(client, "t")
+    create_namespace(client, "t/ns", group="rg", producers=["job"])
     jobs = TestClient(server, headers=auth("job"))
     allocations = {}
     for reporter, used, demand in (("a", 300, 400.0), ("b", 500, 900.0)):

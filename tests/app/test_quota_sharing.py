@@ -14,7 +14,7 @@ from app.main import create_app
 from app.state import state_of
 from tests.app.test_quota_reports import INTERVAL_S, Auth, body, report
 from tests.conftest import make_settings
-from tests.factories import FakeClock
+from tests.factories import FakeClock, attach, create_group, create_namespace, create_tenant
 
 QUOTA = 1000
 CAP = 5
@@ -35,18 +35,11 @@ def server(
 def shared(client: TestClient) -> None:
     """Group ``rg`` (publish 1000 msgs/s) on the tenant ``t``: both its namespaces use it;
     role ``small`` produces to ``t/small``, role ``big`` to ``t/big``."""
-    calls = [
-        ("PUT", "/admin/v2/resourcegroups/rg", {"publishRateInMsgs": QUOTA}),
-        ("PUT", "/admin/v2/tenants/t", {"adminRoles": []}),
-        ("POST", "/admin/v2/tenants/t/resourcegroup/rg", None),
-    ]
+    create_group(client, "rg", publishRateInMsgs=QUOTA)
+    create_tenant(client, "t")
+    attach(client, "t", "rg")
     for ns in ("small", "big"):
-        calls += [
-            ("PUT", f"/admin/v2/namespaces/t/{ns}", None),
-            ("POST", f"/admin/v2/namespaces/t/{ns}/permissions/{ns}", ["produce"]),
-        ]
-    for method, path, payload in calls:
-        assert client.request(method, path, json=payload).status_code == 204
+        create_namespace(client, f"t/{ns}", producers=[ns])
 
 
 def rates(result: dict[str, object], ns: str, key: str = "allocations") -> float:

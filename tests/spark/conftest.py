@@ -18,6 +18,7 @@ from app.main import create_app
 from app.state import state_of
 from rgspark import ResourceGroupClient
 from tests.conftest import SUPERUSER, make_settings, serve
+from tests.factories import create_group, create_namespace, create_tenant
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -144,12 +145,10 @@ class RGServer:
             role=f"job{n}",
             token=self.token(f"job{n}"),
         )
-        self.set_rates(job.group, **rates)
-        self.call("PUT", f"/admin/v2/tenants/{job.tenant}", {})
-        self.call("PUT", f"/admin/v2/namespaces/{job.tenant}/{job.namespace}")
-        ns_path = f"/admin/v2/namespaces/{job.tenant}/{job.namespace}"
-        self.call("POST", f"{ns_path}/resourcegroup/{job.group}")
-        self.call("POST", f"{ns_path}/permissions/{job.role}", ["produce"])
+        create_group(self.admin, job.group, **rates)
+        create_tenant(self.admin, job.tenant)
+        namespace = f"{job.tenant}/{job.namespace}"
+        create_namespace(self.admin, namespace, group=job.group, producers=[job.role])
         return job
 
     def close(self) -> None:

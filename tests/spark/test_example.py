@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.factories import create_group, create_namespace, create_tenant
 from tests.spark.submit import PASSED_ON
 
 if TYPE_CHECKING:
@@ -41,11 +42,10 @@ def test_the_readme_spark_submit_command_holds_the_rate(
     rg_server: RGServer, tmp_path: Path
 ) -> None:
     # The README's tour: group etl-gold on team-a/ingest, role etl-job granted produce.
-    rg_server.set_rates("etl-gold", publishRateInMsgs=RATE, publishRateInBytes=10485760)
-    rg_server.call("PUT", "/admin/v2/tenants/team-a", {"adminRoles": ["team-a"]})
-    rg_server.call("PUT", "/admin/v2/namespaces/team-a/ingest")
-    rg_server.call("POST", "/admin/v2/namespaces/team-a/ingest/resourcegroup/etl-gold")
-    rg_server.call("POST", "/admin/v2/namespaces/team-a/ingest/permissions/etl-job", ["produce"])
+    admin = rg_server.admin
+    create_group(admin, "etl-gold", publishRateInMsgs=RATE, publishRateInBytes=10485760)
+    create_tenant(admin, "team-a", ["team-a"])
+    create_namespace(admin, "team-a/ingest", group="etl-gold", producers=["etl-job"])
     (tmp_path / ".venv-client").symlink_to(Path(sys.prefix))
     for folder in ("scripts", "examples"):
         (tmp_path / folder).symlink_to(ROOT / folder)
