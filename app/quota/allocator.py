@@ -80,7 +80,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from app.quota.fair import water_level
 
@@ -131,7 +131,7 @@ class Grant:
         return interval_s * EARLY_REPORT if self.early else interval_s
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Levels:
     """What every grant of a group needs to know of all its reporters (steps 1-3), computed
     from all of them at once (`summarize`, O(n)) so that each reporter's grant is then a few
@@ -161,10 +161,28 @@ class Levels:
     floor: float = field(init=False, repr=False, compare=False)
     """The least any reporter is allocated: `FLOOR` of an equal share."""
 
-    def __post_init__(self) -> None:
-        equal = self.quota / max(self.reporters, 1)
-        object.__setattr__(self, "equal", equal)
-        object.__setattr__(self, "floor", FLOOR * equal)
+    def __init__(
+        self,
+        quota: float,
+        reporters: int,
+        group_level: float,
+        namespace_levels: dict[str, float],
+        room: float,
+        shortfall: float,
+        unknown: bool,
+    ) -> None:
+        # What the dataclass's own would do, through the slots' own setters rather than
+        # `object.__setattr__`: a broker's report makes tens of thousands.
+        _set_quota(self, quota)
+        _set_reporters(self, reporters)
+        _set_group_level(self, group_level)
+        _set_namespace_levels(self, namespace_levels)
+        _set_room(self, room)
+        _set_shortfall(self, shortfall)
+        _set_unknown(self, unknown)
+        equal = quota / max(reporters, 1)
+        _set_equal(self, equal)
+        _set_floor(self, FLOOR * equal)
 
     def share(self, report: Report) -> float:
         """The reporter's max-min fair share, namespaces first (step 1)."""
@@ -211,6 +229,19 @@ class Levels:
             shortfall,
             self.unknown,
         )
+
+
+(
+    _set_quota,
+    _set_reporters,
+    _set_group_level,
+    _set_namespace_levels,
+    _set_room,
+    _set_shortfall,
+    _set_unknown,
+    _set_equal,
+    _set_floor,
+) = (getattr(Levels, field.name).__set__ for field in fields(Levels))
 
 
 def summarize(quota: float, reports: Sequence[Report]) -> Levels:

@@ -20,7 +20,14 @@ from sqlalchemy.orm import Session
 
 from app.quota.cache import MarkerLook, Row
 from app.quota.effective import NamespaceKey
-from app.quota.statements import FIGURE_COLUMNS, Figures, Statements, new_token, statements_for
+from app.quota.statements import (
+    FIGURE_COLUMNS,
+    Figures,
+    Statements,
+    new_token,
+    new_tokens,
+    statements_for,
+)
 
 __all__ = ["GroupRow", "Peer", "Saved", "UsageRepository", "Written"]
 
@@ -297,7 +304,7 @@ class UsageRepository:
         if not names:
             return
         if self.sql.postgresql:
-            markers = _Array([new_token() for _ in names])
+            markers = _Array(new_tokens(len(names)))
             self._run(
                 self.sql.remark_arrays, {"names": _Array(names), "markers": markers, "now": now}
             )
@@ -337,11 +344,12 @@ class UsageRepository:
             return remarked
         if self.sql.postgresql:
             names, summaries, sums, wakes = zip(*groups, strict=True)
+            tokens = iter(new_tokens(len(remarked)))
             arrays: dict[str, Any] = {
                 "names": _Array(names),
                 "levels": _Array(summaries),
                 "woken": _Array([int(woken) for woken in wakes]),
-                "markers": _Array([new_token() if name in remarked else None for name in names]),
+                "markers": _Array([next(tokens) if name in remarked else None for name in names]),
                 "now": now,
             }
             for name, values in zip(self.sql.set_in_force, zip(*sums, strict=True), strict=True):

@@ -96,6 +96,7 @@ from app.quota.statements import (
     USAGE,
     Figures,
     new_token,
+    new_tokens,
 )
 
 __all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
@@ -484,6 +485,7 @@ def _plan(
         for group, reporter, key, figures in queries.peers(reporter_id, unsummarized, now, fresh):
             peers[group].append((reporter, key, figures))
         counted = queries.in_force(unsummarized)
+    plan_ids = iter(new_tokens(len(stale)))
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
@@ -538,7 +540,7 @@ def _plan(
             shortfalls[index] = shortfall
         saved.append((group, summary.to_json(shortfalls), in_force, woken))
         plans[group] = Plan(
-            id=new_token(),
+            id=next(plan_ids),
             marker=markers.get(group, 0),
             quotas=quotas,
             rates={entry.key: tuple(r) for entry, r in zip(entries, rates, strict=True)},
