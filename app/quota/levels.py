@@ -33,6 +33,9 @@ from app.quota.statements import DEMAND, USAGE, Figures
 
 __all__ = ["SUMMARY_SHARE", "DimensionSummary", "GroupSummary"]
 
+Previous = tuple[Quotas, tuple[Levels | None, ...]]
+"""What a summary's successor reads of it (`GroupSummary.wake_after`): its quotas, and the
+levels of the group's last wake."""
 SUMMARY_SHARE = 1 / 32  # of a group's reporters: grants from one summary once it changed
 
 
@@ -68,12 +71,21 @@ class GroupSummary:
         the group's reporters must learn theirs now (then this summary's levels are the
         last wake's). A first summary, or one under new quotas (those are pushed as admin
         changes), wakes nobody."""
-        if previous is None or previous.quotas != self.quotas:
+        return self.wake_after(None if previous is None else previous.as_previous())
+
+    def as_previous(self) -> Previous:
+        """What `wake` reads of a summary that comes before another."""
+        return self.quotas, self.references
+
+    def wake_after(self, previous: Previous | None) -> tuple[GroupSummary, bool]:
+        """`wake`, after a summary of which only what it reads is known (`as_previous`,
+        `GroupSummary.read`)."""
+        if previous is None or previous[0] != self.quotas:
             return self, False
-        for before, now in zip(previous.references, self.dimensions, strict=True):
+        woken = previous[1]
+        for before, now in zip(woken, self.dimensions, strict=True):
             if before is not None and now is not None and shares_moved(before, now.levels):
                 return self, True
-        woken = previous.references
         summary = GroupSummary(
             self.marker, self.units, self.grants, self.reporters, self.dimensions, woken
         )
@@ -188,12 +200,52 @@ class GroupSummary:
         return json.dumps(raw, separators=(",", ":"))
 
     @classmethod
+    def read(
+        cls, text: str, marker: int, quotas: Quotas, *, changing: bool
+    ) -> tuple[GroupSummary | None, Previous]:
+        """The summary of `to_json`'s JSON if it `holds` (``marker``, ``quotas`` and
+        ``changing`` as there), and what `wake_after` reads of it. A summary that no longer
+        holds is read only that far: a broker's report reads thousands, most of which
+        (a group of a few reporters, each of which changes it) no longer hold."""
+        raw = json.loads(text)
+        if isinstance(raw, dict):
+            summary = _from_objects(raw)
+            held = summary if summary.holds(marker, quotas, changing=changing) else None
+            return held, summary.as_previous()
+        stored, units, grants, _, dimensions, *woken = raw
+        before = tuple(None if d is None else d[0] for d in dimensions)
+        # As `holds` has it.
+        if before == tuple(quotas) and (
+            (marker == stored and not changing) or grants < SUMMARY_SHARE * units
+        ):
+            summary = cls._of(raw)
+            return summary, summary.as_previous()
+        references = (
+            tuple(
+                None if w is None else Levels(w[0], units, w[1], w[2], w[3], w[4], w[5])
+                for w in woken[0]
+            )
+            if woken
+            else ()
+        )
+        if not references:
+            references = tuple(
+                None if d is None else Levels(d[0], units, d[1], d[2], d[3], d[4], d[5])
+                for d in dimensions
+            )
+        return None, (before, references)
+
+    @classmethod
     def from_json(cls, text: str) -> GroupSummary:
         """The summary of `to_json`'s JSON, or of the objects it wrote before (whose
         infinite levels were nulls)."""
         raw = json.loads(text)
         if isinstance(raw, dict):
             return _from_objects(raw)
+        return cls._of(raw)
+
+    @classmethod
+    def _of(cls, raw: list[Any]) -> GroupSummary:
         marker, units, grants, reporters, dimensions, *woken = raw
         return cls(
             marker,

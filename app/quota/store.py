@@ -80,7 +80,7 @@ from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, Report
 from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
 from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
 from app.quota.leases import fresh_after, lease_s, lease_until, upkeep_s
-from app.quota.levels import DimensionSummary, GroupSummary
+from app.quota.levels import DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Saved, UsageRepository, Written
 from app.quota.schemas import (
@@ -470,13 +470,15 @@ def _plan(
     for group, row in rows.items():
         markers.setdefault(group, row.marker)
     summaries: dict[str, GroupSummary] = {}
-    previous: dict[str, GroupSummary] = {}
+    previous: dict[str, Previous] = {}
     for group, stored in rows.items():
         if stored.levels is not None:
-            kept = previous[group] = GroupSummary.from_json(stored.levels)
             entries = groups[group]
             changing = any(entry.changed for entry in entries)
-            if kept.holds(stored.marker, entries[0].effective.quotas, changing=changing):
+            kept, previous[group] = GroupSummary.read(
+                stored.levels, stored.marker, entries[0].effective.quotas, changing=changing
+            )
+            if kept is not None:
                 summaries[group] = kept
     peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
     counted: dict[str, tuple[float, ...]] = {}
@@ -498,7 +500,7 @@ def _plan(
         if summary is None or found is None:
             summary, woken = _summarize(
                 markers.get(group, 0), quotas, peers[group], entries, namespaces, before
-            ).wake(previous.get(group))
+            ).wake_after(previous.get(group))
             in_force = list(counted.get(group, (0.0,) * len(DIMENSIONS)))
         else:
             in_force = list(found.in_force)

@@ -150,3 +150,31 @@ def test_a_summary_is_written_as_json_dumps_writes_it(seed: int) -> None:
         1, 2, 0, 1, (DimensionSummary(Levels(1000, 2, math.inf, {"a/b": 5}, 1.25, 0, False), 3, 4),)
     )
     assert odd.to_json() == _dumped(odd)
+
+
+@pytest.mark.parametrize("woken", [False, True])
+def test_a_summary_read_is_what_its_json_reads_and_holds(woken: bool) -> None:
+    reports = [Report("a", 10.0, 50.0, 40.0, "x"), Report("b", 20.0, 900.0, None, "y")]
+    levels = summarize(QUOTA, reports)
+    summary = GroupSummary(
+        marker=42,
+        units=64,
+        grants=1,
+        reporters=2,
+        dimensions=(DimensionSummary(levels, 30.0, 50.0), None, None, None),
+        woken=(summarize(QUOTA, reports[:1]), None, None, None) if woken else (),
+    )
+    quotas = (QUOTA, None, None, None)
+    for grants in (1, 2):
+        text = replace(summary, grants=grants).to_json()
+        stored = GroupSummary.from_json(text)
+        for marker, changing, given in [
+            (42, False, quotas),
+            (43, False, quotas),
+            (42, True, quotas),
+            (42, False, (QUOTA / 2, None, None, None)),
+        ]:
+            kept, previous = GroupSummary.read(text, marker, given, changing=changing)
+            holds = stored.holds(marker, given, changing=changing)
+            assert kept == (stored if holds else None)
+            assert previous == stored.as_previous()
