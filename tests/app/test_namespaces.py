@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.factories import reason
+from tests.factories import create_namespace, create_tenant, grant, reason
 
 NAMESPACES = "/admin/v2/namespaces"
 BAD_NAMES = ["a b", "é", "x" * 256, "%20"]
@@ -22,13 +22,9 @@ def tenants(client: TestClient) -> None:
     """Tenants ``t`` (admin ``tenant-admin``) and ``other`` (admin ``other-admin``), each with
     a namespace ``ns`` that role ``job`` may produce to and consume from."""
     for tenant, admin in (("t", "tenant-admin"), ("other", "other-admin")):
-        created = client.put(f"/admin/v2/tenants/{tenant}", json={"adminRoles": [admin]})
-        assert created.status_code == 204
-        assert client.put(f"{NAMESPACES}/{tenant}/ns").status_code == 204
-        grant = client.post(
-            f"{NAMESPACES}/{tenant}/ns/permissions/job", json=["produce", "consume"]
-        )
-        assert grant.status_code == 204
+        create_tenant(client, tenant, [admin])
+        create_namespace(client, f"{tenant}/ns")
+        grant(client, f"{tenant}/ns", "job", "produce", "consume")
 
 
 def permissions(client: TestClient, path: str = f"{NAMESPACES}/t/ns") -> dict[str, set[str]]:
