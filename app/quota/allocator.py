@@ -291,7 +291,9 @@ def _summarized(
         # without the namespaces' own split, which gives that one its total or the quota.
         wants = [demand if demand > floor else floor for demand in demands]
         total = sum(wants)
-        group_level = water_level(quota, [total])
+        # `water_level` of the one total: the quota if it asks for more, else unbounded.
+        whole = float(quota)
+        group_level = whole if total > whole else math.inf
         level = water_level(min(total, group_level), wants)
         fair = [want if want < level else level for want in wants]
         namespace_levels = {first: level}
