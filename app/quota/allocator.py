@@ -340,22 +340,11 @@ def grant(levels: Levels, report: Report, in_force: float) -> Grant:
     the headroom ``in_force`` leaves free, except by a newcomer's probe: the quota bound
     rests on ``in_force`` alone.
     """
-    return grant_of(
-        levels, levels.shortfall, report.namespace, report.demand, report.allocation, in_force
+    return Grant(
+        *granted(
+            levels, levels.shortfall, report.namespace, report.demand, report.allocation, in_force
+        )
     )
-
-
-def grant_of(
-    levels: Levels,
-    shortfall: float,
-    namespace: str,
-    demand: float,
-    allocation: float | None,
-    in_force: float,
-) -> Grant:
-    """`grant`, of a reporter's namespace, demand and allocation, from ``levels`` with
-    ``shortfall`` as theirs (`Levels.settled_shortfall`)."""
-    return Grant(*granted(levels, shortfall, namespace, demand, allocation, in_force))
 
 
 def granted(
@@ -366,7 +355,9 @@ def granted(
     allocation: float | None,
     in_force: float,
 ) -> tuple[float, float, bool]:
-    """`grant_of`'s rate, fair share and whether to report early, as a tuple."""
+    """`grant`'s rate, fair share and whether to report early, as a tuple, of a reporter's
+    namespace, demand and allocation, with ``shortfall`` as theirs
+    (`Levels.settled_shortfall`)."""
     quota = levels.quota
     share = levels.share_of(namespace, demand)
     target = share * levels.room
