@@ -26,10 +26,10 @@ from app.auth import create_token, generate_secret_key
 from app.cli import GRACEFUL_SHUTDOWN_S
 from app.config import Settings
 from app.db import sqlalchemy_url, upgrade_schema
-from app.main import create_app
 from app.models import Base
 from app.state import state_of
 from tests import preflight
+from tests.factories import running_app
 
 POSTGRES_URL = os.environ.get("RG_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 SUPERUSER = "admin"
@@ -89,9 +89,8 @@ def make_settings(database_url: str, secret_key: bytes, **overrides: Any) -> Set
 
 @pytest.fixture(scope="session")
 def app(database_url: str, secret_key: bytes) -> Iterator[FastAPI]:
-    application = create_app(make_settings(database_url, secret_key))
-    yield application
-    state_of(application).engine.dispose()
+    with running_app(make_settings(database_url, secret_key)) as application:
+        yield application
 
 
 @pytest.fixture

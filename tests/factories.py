@@ -1,5 +1,5 @@
-"""What tests make: groups, tenants and namespaces through the admin API, as a client would,
-the reason of an error answer, and the clock that tests move.
+"""What tests make: apps, groups, tenants and namespaces through the admin API, as a client
+would, the reason of an error answer, and the clock that tests move.
 
 Each function makes one thing and fails the test at once if the server refuses it, so that a
 test's setup reads as the list of what it needs.
@@ -7,12 +7,33 @@ test's setup reads as the list of what it needs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
+
+from app.config import Settings
+from app.main import create_app
+from app.state import state_of
 
 ADMIN = "/admin/v2"
+
+
+@contextmanager
+def running_app(settings: Settings, *, clock: Callable[[], float] = time.time) -> Iterator[FastAPI]:
+    """The app on `settings`, its database connections closed when the block ends.
+
+    Only a lifespan closes them otherwise, and ``TestClient(app)`` outside a ``with`` runs
+    none; under ``serve`` or ``with TestClient(app)`` they are closed twice, which is harmless.
+    """
+    app = create_app(settings, clock=clock)
+    try:
+        yield app
+    finally:
+        state_of(app).engine.dispose()
 
 
 class FakeClock:

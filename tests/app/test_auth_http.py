@@ -13,9 +13,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.auth import create_token, generate_key_pair, generate_secret_key
-from app.main import create_app
-from app.state import state_of
 from tests.conftest import SUPERUSER, make_settings
+from tests.factories import running_app
 
 PATH_VALUES = {"rg": "rg", "tenant": "t", "namespace": "ns", "role": "job"}
 
@@ -102,26 +101,21 @@ def test_public_key_setting_accepts_key_pair_tokens(
             "auth_token_public_key": "data:;base64," + base64.b64encode(pair.public_key).decode(),
         }
     )
-    app = create_app(settings)
-    try:
+    with running_app(settings) as app:
         client = TestClient(app)
         good = create_token(subject=SUPERUSER, private_key=pair.private_key)
         other = generate_key_pair(algorithm)
         bad = create_token(subject=SUPERUSER, private_key=other.private_key)
         assert client.get("/admin/v2/resourcegroups", headers=bearer(good)).status_code == 200
         assert client.get("/admin/v2/resourcegroups", headers=bearer(bad)).status_code == 401
-    finally:
-        state_of(app).engine.dispose()
 
 
 def test_auth_disabled_lets_everyone_in(database_url: str, engine: object) -> None:
-    app = create_app(make_settings(database_url, generate_secret_key(), auth_enabled=False))
-    try:
+    settings = make_settings(database_url, generate_secret_key(), auth_enabled=False)
+    with running_app(settings) as app:
         client = TestClient(app)
         assert client.put("/admin/v2/resourcegroups/rg", json={}).status_code == 204
         assert client.get("/admin/v2/resourcegroups").json() == ["rg"]
-    finally:
-        state_of(app).engine.dispose()
 
 
 def test_docs_and_health_need_no_token(anonymous: TestClient) -> None:

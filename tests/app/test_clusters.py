@@ -9,21 +9,17 @@ from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.main import create_app
-from app.state import state_of
 from tests.conftest import make_settings
+from tests.factories import running_app
 
 
 def test_lists_the_configured_cluster_to_any_role(
     client: TestClient, database_url: str, secret_key: bytes, auth: Callable[[str], dict[str, str]]
 ) -> None:
     assert client.get("/admin/v2/clusters").json() == ["standalone"]
-    app = create_app(make_settings(database_url, secret_key, cluster_name="spark-east"))
-    try:
+    with running_app(make_settings(database_url, secret_key, cluster_name="spark-east")) as app:
         response = TestClient(app).get("/admin/v2/clusters", headers=auth("a-job"))
         assert (response.status_code, response.json()) == (200, ["spark-east"])
-    finally:
-        state_of(app).engine.dispose()
 
 
 def test_needs_a_token(anonymous: TestClient) -> None:

@@ -14,10 +14,9 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
-from app.main import create_app
 from app.state import state_of
 from tests.conftest import make_settings
-from tests.factories import create_group, create_namespace, create_tenant
+from tests.factories import create_group, create_namespace, create_tenant, running_app
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 Auth = Callable[[str], dict[str, str]]
@@ -41,9 +40,8 @@ def value(metrics: dict[Any, float], name: str, **labels: str) -> float:
 @pytest.fixture
 def server(database_url: str, secret_key: bytes, engine: Engine) -> Iterator[FastAPI]:
     """A fresh app, so that its metrics hold only what this test did."""
-    app = create_app(make_settings(database_url, secret_key))
-    yield app
-    state_of(app).engine.dispose()
+    with running_app(make_settings(database_url, secret_key)) as app:
+        yield app
 
 
 def test_group_figures_match_the_reports(server: FastAPI, client: TestClient, auth: Auth) -> None:
@@ -103,7 +101,7 @@ def test_metrics_need_no_token(anonymous: TestClient) -> None:
 
 
 def test_database_errors_are_counted(secret_key: bytes) -> None:
-    app = create_app(make_settings("postgresql://postgres@127.0.0.1:1/none", secret_key))
-    client = TestClient(app, raise_server_exceptions=False)
-    assert client.get("/health").status_code == 503
-    assert value(scrape(client), "rg_database_errors_total", kind="OperationalError") == 1
+    with running_app(make_settings("postgresql://postgres@127.0.0.1:1/none", secret_key)) as app:
+        client = TestClient(app, raise_server_exceptions=False)
+        assert client.get("/health").status_code == 503
+        assert value(scrape(client), "rg_database_errors_total", kind="OperationalError") == 1

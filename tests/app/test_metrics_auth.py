@@ -5,31 +5,30 @@ neither a superuser nor a metrics role."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.auth import create_token, generate_secret_key
-from app.main import create_app
-from app.state import state_of
 from tests.conftest import SUPERUSER, make_settings
+from tests.factories import running_app
 
 Auth = Callable[[str], dict[str, str]]
 
 
 @pytest.fixture
 def metrics_client(database_url: str, secret_key: bytes) -> Iterator[Callable[..., TestClient]]:
-    apps = []
+    with ExitStack() as apps:
 
-    def client(**settings: Any) -> TestClient:
-        app = create_app(make_settings(database_url, secret_key, **settings))
-        apps.append(app)
-        return TestClient(app, raise_server_exceptions=False)
+        def client(**settings: Any) -> TestClient:
+            app = apps.enter_context(
+                running_app(make_settings(database_url, secret_key, **settings))
+            )
+            return TestClient(app, raise_server_exceptions=False)
 
-    yield client
-    for app in apps:
-        state_of(app).engine.dispose()
+        yield client
 
 
 def test_open_by_default(metrics_client: Callable[..., TestClient]) -> None:

@@ -10,11 +10,16 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from app.main import create_app
-from app.state import state_of
 from tests.app.test_quota_reports import INTERVAL_S, Auth, body, report
 from tests.conftest import make_settings
-from tests.factories import FakeClock, attach, create_group, create_namespace, create_tenant
+from tests.factories import (
+    FakeClock,
+    attach,
+    create_group,
+    create_namespace,
+    create_tenant,
+    running_app,
+)
 
 QUOTA = 1000
 CAP = 5
@@ -24,11 +29,9 @@ CAP = 5
 def server(
     database_url: str, secret_key: bytes, engine: Engine, clock: FakeClock
 ) -> Iterator[FastAPI]:
-    app = create_app(
-        make_settings(database_url, secret_key, max_reporters_per_namespace=CAP), clock=clock
-    )
-    yield app
-    state_of(app).engine.dispose()
+    settings = make_settings(database_url, secret_key, max_reporters_per_namespace=CAP)
+    with running_app(settings, clock=clock) as app:
+        yield app
 
 
 @pytest.fixture

@@ -18,11 +18,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, text
 
 from app import generation
-from app.main import create_app
 from app.readcache import GenerationWatch, GroupEntry, PostgresGroupCache
 from app.state import state_of
 from tests.app.processes import rgadmin_servers
 from tests.conftest import SUPERUSER, make_settings
+from tests.factories import running_app
 
 Auth = Callable[[str], dict[str, str]]
 GROUP = "/admin/v2/resourcegroups/rg"
@@ -31,9 +31,8 @@ GROUP = "/admin/v2/resourcegroups/rg"
 @pytest.fixture
 def other_server(database_url: str, secret_key: bytes, engine: Engine) -> Iterator[FastAPI]:
     """A second server on the same database, as another worker process would be."""
-    app = create_app(make_settings(database_url, secret_key))
-    yield app
-    state_of(app).engine.dispose()
+    with running_app(make_settings(database_url, secret_key)) as app:
+        yield app
 
 
 def test_a_write_elsewhere_is_seen_by_the_next_read(

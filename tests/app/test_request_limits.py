@@ -28,10 +28,9 @@ from starlette.types import Message
 from app.auth import create_token, generate_secret_key
 from app.config import MIB, Settings
 from app.db import upgrade_schema
-from app.main import create_app
 from app.state import state_of
 from tests.conftest import SUPERUSER, make_settings
-from tests.factories import reason
+from tests.factories import reason, running_app
 
 Auth = Callable[[str], dict[str, str]]
 TENANTS = "/admin/v2/tenants"
@@ -51,16 +50,11 @@ EXAMPLE_PATH_PARAMETERS = {
 @pytest.fixture
 def small(database_url: str, secret_key: bytes, engine: Engine) -> Iterator[FastAPI]:
     """The app with small body limits, on the shared (empty) database."""
-    app = create_app(
-        make_settings(
-            database_url,
-            secret_key,
-            max_body_bytes=BODY_LIMIT,
-            max_report_body_bytes=REPORT_LIMIT,
-        )
+    settings = make_settings(
+        database_url, secret_key, max_body_bytes=BODY_LIMIT, max_report_body_bytes=REPORT_LIMIT
     )
-    yield app
-    state_of(app).engine.dispose()
+    with running_app(settings) as app:
+        yield app
 
 
 @pytest.fixture

@@ -17,11 +17,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
 from app.db import alembic_config, migrations_directory, sqlalchemy_url, upgrade_schema
-from app.main import create_app
 from app.schema_version import read_state
-from app.state import state_of
 from tests.app.processes import free_port, wait_healthy
 from tests.conftest import empty_database, make_settings, postgres_database
+from tests.factories import running_app
 
 RGADMIN = str(Path(sys.executable).with_name("rgadmin"))
 HEADS = set(ScriptDirectory(str(migrations_directory())).get_heads())
@@ -34,11 +33,8 @@ def first_revision() -> str:
 
 
 def health(database_url: str, secret_key: bytes) -> httpx.Response:
-    app = create_app(make_settings(database_url, secret_key))
-    try:
+    with running_app(make_settings(database_url, secret_key)) as app:
         return TestClient(app, raise_server_exceptions=False).get("/health")
-    finally:
-        state_of(app).engine.dispose()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
@@ -67,14 +63,13 @@ def test_health_sees_a_migration_without_a_restart(tmp_path: Path, secret_key: b
     # database turns its /health green, and restoring an old backup turns it red.
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     command.upgrade(alembic_config(url), first_revision())
-    app = create_app(make_settings(url, secret_key))
-    client = TestClient(app, raise_server_exceptions=False)
-    assert client.get("/health").status_code == 503
-    upgrade_schema(url)
-    assert client.get("/health").status_code == 200
-    command.downgrade(alembic_config(url), first_revision())
-    assert client.get("/health").status_code == 503
-    state_of(app).engine.dispose()
+    with running_app(make_settings(url, secret_key)) as app:
+        client = TestClient(app, raise_server_exceptions=False)
+        assert client.get("/health").status_code == 503
+        upgrade_schema(url)
+        assert client.get("/health").status_code == 200
+        command.downgrade(alembic_config(url), first_revision())
+        assert client.get("/health").status_code == 503
 
 
 def test_a_revision_from_a_newer_release_is_not_behind(tmp_path: Path, secret_key: bytes) -> None:

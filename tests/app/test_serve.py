@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.auth import create_token
-from app.main import create_app
 from tests.conftest import make_settings
+from tests.factories import running_app
 
 RGADMIN = str(Path(sys.executable).with_name("rgadmin"))
 
@@ -84,14 +84,14 @@ def test_first_run_is_secured_and_tells_how_to_get_a_token(served: tuple[str, Pa
 
 def test_database_down_is_a_quick_503(secret_key: bytes) -> None:
     # Nothing listens on port 1: the connection is refused at once, as with a stopped server.
-    app = create_app(make_settings("postgresql://postgres@127.0.0.1:1/none", secret_key))
-    client = TestClient(app, raise_server_exceptions=False)
-    started = time.monotonic()
-    assert client.get("/health").status_code == 503
-    response = client.get("/admin/v2/resourcegroups", headers=bearer_for(secret_key))
-    assert response.status_code == 503
-    assert response.json() == {"reason": "Database unavailable"}
-    assert time.monotonic() - started < 10
+    with running_app(make_settings("postgresql://postgres@127.0.0.1:1/none", secret_key)) as app:
+        client = TestClient(app, raise_server_exceptions=False)
+        started = time.monotonic()
+        assert client.get("/health").status_code == 503
+        response = client.get("/admin/v2/resourcegroups", headers=bearer_for(secret_key))
+        assert response.status_code == 503
+        assert response.json() == {"reason": "Database unavailable"}
+        assert time.monotonic() - started < 10
 
 
 def bearer_for(secret_key: bytes) -> dict[str, str]:

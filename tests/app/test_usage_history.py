@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import httpx
@@ -16,7 +17,6 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
-from app.main import create_app
 from app.models import UsageSample
 from app.quota import history
 from app.state import state_of
@@ -29,6 +29,7 @@ from tests.factories import (
     create_namespace,
     create_tenant,
     reason,
+    running_app,
     set_default_group,
 )
 
@@ -52,10 +53,8 @@ def servers(
         usage_history_retention_seconds=RETENTION_S,
         report_interval_seconds=REPORT_INTERVAL_S,
     )
-    apps = [create_app(settings, clock=clock) for _ in range(2)]
-    yield apps
-    for app in apps:
-        state_of(app).engine.dispose()
+    with ExitStack() as stack:
+        yield [stack.enter_context(running_app(settings, clock=clock)) for _ in range(2)]
 
 
 @pytest.fixture
@@ -275,22 +274,16 @@ def test_a_running_server_samples_by_itself(
 ) -> None:
     assert client.put("/admin/v2/resourcegroups/rg", json={}).status_code == 204
     settings = make_settings(database_url, secret_key, usage_history_resolution_seconds=0.2)
-    app = create_app(settings)
-    try:
-        with serve(app) as url:
-            deadline = time.monotonic() + 10
-            times: list[float] = []
-            while len(times) < 2 and time.monotonic() < deadline:
-                found = httpx.get(
-                    f"{url}/admin/v2/resourcegroups/rg/usage", headers=auth(SUPERUSER)
-                )
-                times = found.json()["times"]
-                time.sleep(0.1)
-            assert len(times) >= 2
-            assert times[-1] - times[-2] == pytest.approx(0.2)
-            took = state_of(app).metrics.registry.get_sample_value(
-                "rg_usage_history_sample_seconds_count"
-            )
-            assert took is not None and took >= 1
-    finally:
-        state_of(app).engine.dispose()
+    with running_app(settings) as app, serve(app) as url:
+        deadline = time.monotonic() + 10
+        times: list[float] = []
+        while len(times) < 2 and time.monotonic() < deadline:
+            found = httpx.get(f"{url}/admin/v2/resourcegroups/rg/usage", headers=auth(SUPERUSER))
+            times = found.json()["times"]
+            time.sleep(0.1)
+        assert len(times) >= 2
+        assert times[-1] - times[-2] == pytest.approx(0.2)
+        took = state_of(app).metrics.registry.get_sample_value(
+            "rg_usage_history_sample_seconds_count"
+        )
+        assert took is not None and took >= 1

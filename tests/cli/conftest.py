@@ -14,10 +14,8 @@ from sqlalchemy import Engine
 from typer.testing import CliRunner, Result
 
 from app.cli import cli
-from app.main import create_app
-from app.state import state_of
 from tests.conftest import SUPERUSER, make_settings, serve
-from tests.factories import FakeClock
+from tests.factories import FakeClock, running_app
 
 
 @pytest.fixture(scope="session")
@@ -27,9 +25,8 @@ def server_clock() -> FakeClock:
 
 @pytest.fixture(scope="session")
 def cli_app(database_url: str, secret_key: bytes, server_clock: FakeClock) -> Iterator[FastAPI]:
-    application = create_app(make_settings(database_url, secret_key), clock=server_clock)
-    yield application
-    state_of(application).engine.dispose()
+    with running_app(make_settings(database_url, secret_key), clock=server_clock) as application:
+        yield application
 
 
 @pytest.fixture(scope="session")

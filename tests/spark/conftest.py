@@ -14,11 +14,9 @@ import pytest
 
 from app.auth import create_token, generate_secret_key
 from app.db import upgrade_schema
-from app.main import create_app
-from app.state import state_of
 from rgspark import ResourceGroupClient
 from tests.conftest import SUPERUSER, make_settings, serve
-from tests.factories import create_group, create_namespace, create_tenant
+from tests.factories import create_group, create_namespace, create_tenant, running_app
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -169,9 +167,8 @@ def running_server(
     upgrade_schema(database_url)
     secret_key = generate_secret_key()
     settings = make_settings(database_url, secret_key, report_interval_seconds=report_interval_s)
-    app = create_app(settings)
     with ExitStack() as stack:
-        stack.callback(state_of(app).engine.dispose)
+        app = stack.enter_context(running_app(settings))
         url = stack.enter_context(serve(app))
         server = RGServer(url, secret_key, report_interval_s)
         stack.callback(server.close)

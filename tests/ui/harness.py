@@ -17,12 +17,12 @@ from sqlalchemy import Engine
 
 from app.auth import create_token, generate_secret_key
 from app.db import upgrade_schema
-from app.main import create_app
 from app.models import Base
 from app.state import state_of
 from rgspark._admin import AdminClient
 from rgspark._reporter import NamespaceQuota, Reporter
 from tests.conftest import SUPERUSER, make_settings, serve
+from tests.factories import running_app
 
 # A sample a second, so that a chart moves within the few seconds a test watches it.
 RESOLUTION_S = 1.0
@@ -61,14 +61,11 @@ def dashboard_server(directory: Path) -> Iterator[DashboardServer]:
     database_url = f"sqlite:///{directory / 'dashboard.db'}"
     upgrade_schema(database_url)
     secret_key = generate_secret_key()
-    app = create_app(
-        make_settings(database_url, secret_key, usage_history_resolution_seconds=RESOLUTION_S)
+    settings = make_settings(
+        database_url, secret_key, usage_history_resolution_seconds=RESOLUTION_S
     )
-    try:
-        with serve(app) as url:
-            yield DashboardServer(url, secret_key, state_of(app).engine)
-    finally:
-        state_of(app).engine.dispose()
+    with running_app(settings) as app, serve(app) as url:
+        yield DashboardServer(url, secret_key, state_of(app).engine)
 
 
 @dataclass
