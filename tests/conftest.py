@@ -96,11 +96,11 @@ def app(database_url: str, secret_key: bytes) -> Iterator[FastAPI]:
 @pytest.fixture
 def engine(app: FastAPI) -> Iterator[Engine]:
     engine: Engine = state_of(app).engine
-    _empty_tables(engine)
+    empty_tables(engine)
     yield engine
 
 
-def _empty_tables(engine: Engine) -> None:
+def empty_tables(engine: Engine) -> None:
     with engine.begin() as connection:
         for table in reversed(Base.metadata.sorted_tables):
             connection.execute(table.delete())

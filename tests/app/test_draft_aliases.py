@@ -10,8 +10,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from app.models import Base
-from tests.conftest import SUPERUSER, dump
+from tests.conftest import SUPERUSER, dump, empty_tables
 from tests.factories import create_group, create_namespace, create_tenant
 
 Auth = Callable[[str], dict[str, str]]
@@ -41,12 +40,6 @@ def make_world(client: TestClient) -> None:
     create_group(client, "rg2")
     create_tenant(client, "t", ["tenant-admin"])
     create_namespace(client, "t/ns", group="rg1", producers=["job"])
-
-
-def empty_tables(engine: Engine) -> None:
-    with engine.begin() as connection:
-        for table in reversed(Base.metadata.sorted_tables):
-            connection.execute(table.delete())
 
 
 NS_GROUP = "/admin/v2/namespaces/t/ns/resourcegroup"

@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
 
-from tests.conftest import SUPERUSER
+from tests.conftest import SUPERUSER, empty_tables
 from tests.ui.harness import DashboardServer, Workload, dashboard_server
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -45,8 +46,15 @@ def dashboard_session_server(tmp_path_factory: pytest.TempPathFactory) -> Iterat
 @pytest.fixture
 def server(dashboard_session_server: DashboardServer) -> DashboardServer:
     """The live server, on empty tables."""
-    dashboard_session_server.empty()
+    empty_tables(dashboard_session_server.engine)
     return dashboard_session_server
+
+
+@pytest.fixture
+def admin(server: DashboardServer) -> Iterator[httpx.Client]:
+    """A client of the live server's admin API as the superuser."""
+    with server.api() as client:
+        yield client
 
 
 @dataclass

@@ -10,14 +10,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 from sqlalchemy import Engine
 
 from app.auth import create_token, generate_secret_key
 from app.db import upgrade_schema
-from app.models import Base
 from app.state import state_of
 from rgspark._admin import AdminClient
 from rgspark._reporter import NamespaceQuota, Reporter
@@ -38,21 +36,10 @@ class DashboardServer:
         return create_token(subject=role, secret_key=self.secret_key)
 
     def api(self, role: str = SUPERUSER) -> httpx.Client:
+        """A client of the admin API as `role`, for `tests.factories` to make things with."""
         return httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {self.token(role)}"}
         )
-
-    def setup(self, *calls: tuple[str, str, Any]) -> None:
-        """Make admin API calls as the superuser: ``(method, path, body)``, each a 204."""
-        with self.api() as client:
-            for method, path, body in calls:
-                response = client.request(method, path, json=body)
-                assert response.status_code == 204, f"{method} {path}: {response.text}"
-
-    def empty(self) -> None:
-        with self.engine.begin() as connection:
-            for table in reversed(Base.metadata.sorted_tables):
-                connection.execute(table.delete())
 
 
 @contextmanager

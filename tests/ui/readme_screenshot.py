@@ -16,9 +16,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import httpx
 from playwright.sync_api import Page, sync_playwright
 
 from tests.conftest import SUPERUSER
+from tests.factories import attach, create_group, create_namespace, create_tenant, set_default_group
 from tests.ui.conftest import CHROMIUM
 from tests.ui.harness import DashboardServer, Workload, dashboard_server
 
@@ -30,28 +32,19 @@ RAISE_S = 95
 PICTURE_S = 150
 
 
-def stage(server: DashboardServer) -> None:
-    server.setup(
-        ("PUT", "/admin/v2/resourcegroups/etl-gold", {"publishRateInMsgs": 1000}),
-        ("PUT", "/admin/v2/resourcegroups/etl-silver", {"publishRateInMsgs": 400}),
-        ("PUT", "/admin/v2/resourcegroups/sandbox", {"publishRateInMsgs": 2000}),
-        ("PUT", "/admin/v2/resourcegroups/archive", {"dispatchRateInBytes": 52428800}),
-        ("PUT", "/admin/v2/tenants/team-a", {"adminRoles": ["team-a"]}),
-        ("PUT", "/admin/v2/tenants/team-b", {"adminRoles": ["team-b"]}),
-        ("PUT", "/admin/v2/tenants/lab", {"adminRoles": ["lab"]}),
-        *(
-            ("PUT", f"/admin/v2/namespaces/{namespace}", None)
-            for namespace in ("team-a/ingest", "team-a/backfill", "team-b/ml", "lab/notebooks")
-        ),
-        ("POST", "/admin/v2/tenants/team-a/resourcegroup/etl-gold", None),
-        ("POST", "/admin/v2/namespaces/team-a/backfill/resourcegroup/etl-gold", None),
-        ("POST", "/admin/v2/tenants/team-b/resourcegroup/etl-silver", None),
-        ("POST", "/admin/v2/default-resourcegroup/sandbox", None),
-        *(
-            ("POST", f"/admin/v2/namespaces/{namespace}/permissions/job", ["produce"])
-            for namespace in ("team-a/ingest", "team-a/backfill", "team-b/ml", "lab/notebooks")
-        ),
-    )
+def stage(admin: httpx.Client) -> None:
+    create_group(admin, "etl-gold", publishRateInMsgs=1000)
+    create_group(admin, "etl-silver", publishRateInMsgs=400)
+    create_group(admin, "sandbox", publishRateInMsgs=2000)
+    create_group(admin, "archive", dispatchRateInBytes=52428800)
+    for tenant in ("team-a", "team-b", "lab"):
+        create_tenant(admin, tenant, [tenant])
+    attach(admin, "team-a", "etl-gold")
+    attach(admin, "team-b", "etl-silver")
+    set_default_group(admin, "sandbox")
+    for namespace in ("team-a/ingest", "team-a/backfill", "team-b/ml", "lab/notebooks"):
+        create_namespace(admin, namespace, producers=["job"])
+    attach(admin, "team-a/backfill", "etl-gold")
 
 
 def until(start: float, second: float) -> None:
@@ -106,9 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         tempfile.TemporaryDirectory() as directory,
         dashboard_server(Path(directory)) as server,
         Workload(server.url, server.token("job")) as workload,
+        server.api() as admin,
         sync_playwright() as playwright,
     ):
-        stage(server)
+        stage(admin)
         start = time.monotonic()
         workload.start("team-a", "ingest", workers=2, rate=350)
         workload.start("team-b", "ml", workers=1, rate=330)
@@ -116,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         until(start, SECOND_JOB_S)
         workload.start("team-a", "backfill", workers=3, rate=250)
         until(start, RAISE_S)
-        server.setup(("PUT", "/admin/v2/resourcegroups/etl-gold", {"publishRateInMsgs": 1500}))
+        raised = admin.put("/admin/v2/resourcegroups/etl-gold", json={"publishRateInMsgs": 1500})
+        assert raised.status_code == 204, raised.text
         until(start, PICTURE_S)
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM))
         picture(browser.new_page(viewport={"width": WIDTH, "height": 1000}), server, dest)

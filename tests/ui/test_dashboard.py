@@ -7,9 +7,11 @@ import re
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
+import httpx
 from playwright.sync_api import Page, expect
 
 from tests.conftest import SUPERUSER
+from tests.factories import attach, create_group, create_namespace, create_tenant
 from tests.ui.conftest import Recording
 from tests.ui.harness import DashboardServer, Workload
 
@@ -18,16 +20,13 @@ SignIn = Callable[..., None]
 GOLD = "/admin/v2/resourcegroups/etl-gold"
 
 
-def gold_on_team_a(server: DashboardServer, **limits: int) -> None:
+def gold_on_team_a(admin: httpx.Client, **limits: int) -> None:
     """Group etl-gold on tenant team-a (admin role team-a-admin), whose namespace ingest
     role ``job`` produces to."""
-    server.setup(
-        ("PUT", GOLD, limits),
-        ("PUT", "/admin/v2/tenants/team-a", {"adminRoles": ["team-a-admin"]}),
-        ("PUT", "/admin/v2/namespaces/team-a/ingest", None),
-        ("POST", "/admin/v2/tenants/team-a/resourcegroup/etl-gold", None),
-        ("POST", "/admin/v2/namespaces/team-a/ingest/permissions/job", ["produce"]),
-    )
+    create_group(admin, "etl-gold", **limits)
+    create_tenant(admin, "team-a", ["team-a-admin"])
+    attach(admin, "team-a", "etl-gold")
+    create_namespace(admin, "team-a/ingest", producers=["job"])
 
 
 def api_calls(recording: Recording, since: int = 0) -> list[tuple[str, str | None]]:
@@ -67,9 +66,9 @@ def test_sign_in_keeps_the_token_in_the_tab_and_sends_it(
 
 
 def test_group_chart_moves_while_workers_report(
-    page: Page, server: DashboardServer, sign_in: SignIn, workload: Workload
+    page: Page, admin: httpx.Client, sign_in: SignIn, workload: Workload
 ) -> None:
-    gold_on_team_a(server, publishRateInMsgs=300)
+    gold_on_team_a(admin, publishRateInMsgs=300)
     sign_in()
     row = page.locator("tr[data-group='etl-gold']")
     expect(row).to_have_attribute("data-status", "idle")
@@ -105,15 +104,16 @@ def test_group_chart_moves_while_workers_report(
 
 
 def test_superuser_changes_a_limit_and_only_that_field_is_sent(
-    page: Page, server: DashboardServer, recording: Recording, sign_in: SignIn
+    page: Page, admin: httpx.Client, recording: Recording, sign_in: SignIn
 ) -> None:
-    server.setup(("PUT", GOLD, {"publishRateInMsgs": 300, "dispatchRateInMsgs": 900}))
+    create_group(admin, "etl-gold", publishRateInMsgs=300, dispatchRateInMsgs=900)
     sign_in()
     page.goto("/ui/#/groups/etl-gold")
     field = page.get_by_label("Publish msgs", exact=True)
     expect(field).to_have_value("300")
     # Meanwhile another superuser changes another field: saving must not undo it.
-    server.setup(("PUT", GOLD, {"dispatchRateInMsgs": 1200}))
+    changed = admin.put(GOLD, json={"dispatchRateInMsgs": 1200})
+    assert changed.status_code == 204, changed.text
 
     field.fill("-5")
     page.get_by_role("button", name="Save limits").click()
@@ -122,8 +122,7 @@ def test_superuser_changes_a_limit_and_only_that_field_is_sent(
     field.fill("750")
     page.get_by_role("button", name="Save limits").click()
     expect(page.locator(".limits .notice")).to_have_text("Saved: Publish msgs.")
-    with server.api() as api:
-        group = api.get(GOLD).json()
+    group = admin.get(GOLD).json()
     assert (group["publishRateInMsgs"], group["dispatchRateInMsgs"]) == (750, 1200)
     puts = [request for request in recording.requests if request.method == "PUT"]
     assert [json.loads(request.post_data or "") for request in puts] == [{"publishRateInMsgs": 750}]
@@ -135,13 +134,11 @@ def test_superuser_changes_a_limit_and_only_that_field_is_sent(
 
 
 def test_superuser_attaches_a_group_to_a_namespace(
-    page: Page, server: DashboardServer, sign_in: SignIn
+    page: Page, admin: httpx.Client, sign_in: SignIn
 ) -> None:
-    gold_on_team_a(server)
-    server.setup(
-        ("PUT", "/admin/v2/resourcegroups/etl-silver", {}),
-        ("PUT", "/admin/v2/namespaces/team-a/backfill", None),
-    )
+    gold_on_team_a(admin)
+    create_group(admin, "etl-silver")
+    create_namespace(admin, "team-a/backfill")
     sign_in()
     page.get_by_role("link", name="Namespaces").click()
     backfill = page.locator("tr[data-namespace='team-a/backfill']")
@@ -150,8 +147,7 @@ def test_superuser_attaches_a_group_to_a_namespace(
     backfill.get_by_role("button", name="Attach").click()
     expect(backfill).to_have_attribute("data-source", "namespace")
     expect(backfill).to_have_attribute("data-group", "etl-silver")
-    with server.api() as api:
-        applied = api.get("/admin/v2/namespaces/team-a/backfill/resourcegroup?applied=true")
+    applied = admin.get("/admin/v2/namespaces/team-a/backfill/resourcegroup?applied=true")
     assert applied.json() == {"resourceGroup": "etl-silver", "source": "namespace"}
 
     backfill.get_by_role("button", name="Detach").click()
@@ -160,18 +156,14 @@ def test_superuser_attaches_a_group_to_a_namespace(
 
 
 def test_tenant_admin_sees_only_its_tenant_read_only(
-    page: Page, server: DashboardServer, recording: Recording, sign_in: SignIn
+    page: Page, admin: httpx.Client, recording: Recording, sign_in: SignIn
 ) -> None:
-    gold_on_team_a(server, publishRateInMsgs=300)
-    server.setup(
-        ("PUT", "/admin/v2/resourcegroups/shared", {}),
-        ("PUT", "/admin/v2/resourcegroups/secret", {}),
-        ("PUT", "/admin/v2/namespaces/team-a/adhoc", None),
-        ("POST", "/admin/v2/namespaces/team-a/adhoc/resourcegroup/shared", None),
-        ("PUT", "/admin/v2/tenants/team-b", {"adminRoles": ["team-b-admin"]}),
-        ("PUT", "/admin/v2/namespaces/team-b/ml", None),
-        ("POST", "/admin/v2/namespaces/team-b/ml/resourcegroup/secret", None),
-    )
+    gold_on_team_a(admin, publishRateInMsgs=300)
+    create_group(admin, "shared")
+    create_group(admin, "secret")
+    create_namespace(admin, "team-a/adhoc", group="shared")
+    create_tenant(admin, "team-b", ["team-b-admin"])
+    create_namespace(admin, "team-b/ml", group="secret")
     responses: list[tuple[int, str]] = []
     page.on("response", lambda response: responses.append((response.status, response.url)))
     sign_in("team-a-admin")
@@ -205,9 +197,14 @@ def test_tenant_admin_sees_only_its_tenant_read_only(
 
 
 def test_no_request_leaves_the_server(
-    page: Page, server: DashboardServer, recording: Recording, sign_in: SignIn, workload: Workload
+    page: Page,
+    server: DashboardServer,
+    admin: httpx.Client,
+    recording: Recording,
+    sign_in: SignIn,
+    workload: Workload,
 ) -> None:
-    gold_on_team_a(server, publishRateInMsgs=300)
+    gold_on_team_a(admin, publishRateInMsgs=300)
     workload.start("team-a", "ingest", rate=100)
     sign_in()
     expect(page.locator("tr[data-group='etl-gold'] .meter").first).to_be_visible()
