@@ -24,6 +24,7 @@ from sqlalchemy import make_url
 
 from app.auth import create_token
 from app.db import upgrade_schema
+from tests.app.processes import free_port
 from tests.conftest import postgres_database
 
 RGADMIN = str(Path(sys.executable).with_name("rgadmin"))
@@ -98,12 +99,6 @@ def relay() -> Iterator[tuple[Relay, str]]:
             yield relay, relayed.render_as_string(hide_password=False)
         finally:
             relay.cut()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_an_outage_is_two_lines_of_log_per_kind(relay: tuple[Relay, str], tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from app.auth import create_token, generate_secret_key
 from app.config import MIB, Settings
 from app.db import upgrade_schema
 from app.state import state_of
+from tests.app.processes import free_port
 from tests.conftest import SUPERUSER, make_settings
 from tests.factories import reason, running_app
 
@@ -344,12 +345,6 @@ class TestRefusedBeforeReading:
 
 
 # --- A real server process ------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Server:

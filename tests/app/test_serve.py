@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,16 +15,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.auth import create_token
+from tests.app.processes import free_port
 from tests.conftest import make_settings
 from tests.factories import running_app
 
 RGADMIN = str(Path(sys.executable).with_name("rgadmin"))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
