@@ -21,6 +21,7 @@ from sqlalchemy import Engine, make_url, text
 
 from tests.app.processes import rgadmin_servers
 from tests.conftest import SUPERUSER
+from tests.factories import create_group, create_namespace, create_tenant
 
 GROUPS = [f"g{i}" for i in range(3)]
 NAMESPACES = [f"n{i}" for i in range(4)]
@@ -59,10 +60,10 @@ def test_racing_attach_detach_and_deletes(
     app: FastAPI, client: TestClient, engine: Engine, auth: Callable[[str], dict[str, str]]
 ) -> None:
     for group in GROUPS:
-        client.put(f"/admin/v2/resourcegroups/{group}", json={"publishRateInMsgs": 10})
-    client.put("/admin/v2/tenants/t", json={})
+        create_group(client, group, publishRateInMsgs=10)
+    create_tenant(client, "t")
     for namespace in NAMESPACES:
-        client.put(f"/admin/v2/namespaces/t/{namespace}")
+        create_namespace(client, f"t/{namespace}")
 
     def worker(seed: int) -> Counter[tuple[str, int]]:
         thread_client = TestClient(app, headers=auth(SUPERUSER))

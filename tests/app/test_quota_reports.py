@@ -254,9 +254,8 @@ class TestWhatServersRemember:
     def test_a_namespace_moved_to_another_group_frees_its_share(
         self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
     ) -> None:
-        client.put("/admin/v2/namespaces/t/mover", json=None)
-        client.post("/admin/v2/namespaces/t/mover/resourcegroup/rg")
-        client.put("/admin/v2/resourcegroups/other", json={"publishRateInMsgs": 50})
+        create_namespace(client, "t/mover", group="rg")
+        create_group(client, "other", publishRateInMsgs=50)
         admin = auth(SUPERUSER)
         for _ in range(4):
             clock.now += INTERVAL_S
@@ -276,7 +275,7 @@ class TestWhatServersRemember:
     def test_a_deleted_namespace_is_404_on_a_server_that_knew_it(
         self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
     ) -> None:
-        client.put("/admin/v2/namespaces/t/brief", json=None)
+        create_namespace(client, "t/brief")
         admin = auth(SUPERUSER)
         report(servers[0], admin, "r", body(clock, 10, ns="t/brief"))
         assert client.delete("/admin/v2/namespaces/t/brief").status_code == 204

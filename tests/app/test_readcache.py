@@ -22,7 +22,7 @@ from app.readcache import GenerationWatch, GroupEntry, PostgresGroupCache
 from app.state import state_of
 from tests.app.processes import rgadmin_servers
 from tests.conftest import SUPERUSER, make_settings
-from tests.factories import running_app
+from tests.factories import create_group, create_namespace, create_tenant, running_app
 
 Auth = Callable[[str], dict[str, str]]
 GROUP = "/admin/v2/resourcegroups/rg"
@@ -53,9 +53,9 @@ def test_who_may_read_follows_attachments_made_elsewhere(
     client: TestClient, other_server: FastAPI, auth: Auth
 ) -> None:
     other = TestClient(other_server, headers=auth(SUPERUSER))
-    other.put(GROUP, json={})
-    other.put("/admin/v2/tenants/t", json={"adminRoles": ["tenant-admin"]})
-    other.put("/admin/v2/namespaces/t/ns")
+    create_group(other, "rg")
+    create_tenant(other, "t", ["tenant-admin"])
+    create_namespace(other, "t/ns")
     admin = auth("tenant-admin")
     assert client.get(GROUP, headers=admin).status_code == 403
     other.post("/admin/v2/namespaces/t/ns/resourcegroup/rg")
@@ -213,8 +213,8 @@ def test_a_read_after_a_write_elsewhere_never_sees_the_old_value(
             assert writer.put(GROUP, json={"publishRateInMsgs": rate}).status_code == 204
             assert reader.get(GROUP).json()["publishRateInMsgs"] == rate
         # Who may read follows too.
-        writer.put("/admin/v2/tenants/t", json={"adminRoles": ["tenant-admin"]})
-        writer.put("/admin/v2/namespaces/t/ns")
+        create_tenant(writer, "t", ["tenant-admin"])
+        create_namespace(writer, "t/ns")
         for _ in range(10):
             assert admin.get(GROUP).status_code == 403
             writer.post("/admin/v2/namespaces/t/ns/resourcegroup/rg")

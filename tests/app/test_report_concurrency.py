@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from benchmarks._servers import Server, clean_env, serve_rgadmin, stop
 from tests.conftest import SUPERUSER
+from tests.factories import create_group, create_namespace, create_tenant
 
 QUOTA = 1000
 REPORTERS = 6
@@ -79,11 +80,9 @@ def race(http: list[httpx.Client], path: list[str], granted: list[float]) -> Non
 def test_simultaneous_reports_never_spend_the_same_headroom_twice(
     client: TestClient, servers: list[str], token: Callable[[str], str]
 ) -> None:
-    client.put("/admin/v2/resourcegroups/g", json={"publishRateInMsgs": QUOTA})
-    client.put("/admin/v2/tenants/t", json={"adminRoles": [], "allowedClusters": []})
-    client.put("/admin/v2/namespaces/t/ns")
-    client.post("/admin/v2/namespaces/t/ns/resourcegroup/g")
-    client.post("/admin/v2/namespaces/t/ns/permissions/job", json=["produce"])
+    create_group(client, "g", publishRateInMsgs=QUOTA)
+    create_tenant(client, "t")
+    create_namespace(client, "t/ns", group="g", producers=["job"])
     headers = {"Authorization": f"Bearer {token('job')}"}
     # Each reporter talks to one process, alternately: the two processes share only the database.
     http = [httpx.Client(base_url=servers[i % 2], headers=headers) for i in range(REPORTERS)]
