@@ -176,7 +176,7 @@ class UsageRepository:
         # Reporters before groups, the order a report locks them in.
         self._run(self.sql.forget_reporters, parameters)  # their rows go by cascade
         self.take_in_force(leaving)
-        self.remark(leaving, now)
+        self.move_markers(leaving, now)
 
     def forget_deleted_groups(self) -> None:
         self._markers_move()
@@ -297,7 +297,7 @@ class UsageRepository:
             self.shared.changed = None
             self.shared.moved = True
 
-    def remark(self, groups: Iterable[str], now: datetime) -> None:
+    def move_markers(self, groups: Iterable[str], now: datetime) -> None:
         """Give the groups new markers: their reporters plan them again at their next report."""
         self._markers_move()
         # Sorted: concurrent reports lock markers in one order, so never wait on each other.
@@ -307,11 +307,12 @@ class UsageRepository:
         if self.sql.postgresql:
             markers = _Array(new_tokens(len(names)))
             self._run(
-                self.sql.remark_arrays, {"names": _Array(names), "markers": markers, "now": now}
+                self.sql.move_markers_arrays,
+                {"names": _Array(names), "markers": markers, "now": now},
             )
             return
         rows = [{"name": group, "marker": new_token(), "now": now} for group in names]
-        self._run(self.sql.remark, rows)
+        self._run(self.sql.move_markers, rows)
 
     def group_rows(self, groups: list[str]) -> dict[str, GroupRow]:
         """Each group's marker, summary (its JSON, None if never summarized) and sums in
@@ -334,29 +335,29 @@ class UsageRepository:
         }
 
     def save_groups(
-        self, groups: Sequence[Saved], remark: Collection[str], now: datetime
+        self, groups: Sequence[Saved], moving: Collection[str], now: datetime
     ) -> set[str]:
         """Store each (group, summary JSON, sums in force, whether to wake it), in one
-        statement, giving those among ``remark`` new markers too (as `remark` does);
+        statement, giving those among ``moving`` new markers too (as `move_markers` does);
         returns those."""
         self._markers_move()
-        remarked = {group for group, *_ in groups if group in remark}
+        moved = {group for group, *_ in groups if group in moving}
         if not groups:
-            return remarked
+            return moved
         if self.sql.postgresql:
             names, summaries, sums, wakes = zip(*groups, strict=True)
-            tokens = iter(new_tokens(len(remarked)))
+            tokens = iter(new_tokens(len(moved)))
             arrays: dict[str, Any] = {
                 "names": _Array(names),
                 "levels": _Array(summaries),
                 "woken": _Array([int(woken) for woken in wakes]),
-                "markers": _Array([next(tokens) if name in remarked else None for name in names]),
+                "markers": _Array([next(tokens) if name in moved else None for name in names]),
                 "now": now,
             }
             for name, values in zip(self.sql.set_in_force, zip(*sums, strict=True), strict=True):
                 arrays[name] = _Array(values)
             self._run(self.sql.save_groups_arrays, arrays)
-            return remarked
+            return moved
         rows = []
         for group, levels, in_force, woken in groups:
             parameters: dict[str, Any] = {
@@ -367,8 +368,8 @@ class UsageRepository:
             parameters.update(zip(self.sql.set_in_force, in_force, strict=True))
             rows.append(parameters)
         self._run(self.sql.save_group, rows)
-        self.remark(remarked, now)
-        return remarked
+        self.move_markers(moved, now)
+        return moved
 
     def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
         """Take allocations out of their groups' sums in force: rows that left the groups."""

@@ -215,7 +215,7 @@ class Statements:
             .limit(bindparam("limit"))
         )
         markers = self._insert(QuotaGroup.__table__)
-        self.remark = markers.values(
+        self.move_markers = markers.values(
             name=bindparam("name"), marker=bindparam("marker"), changed_at=bindparam("now")
         ).on_conflict_do_update(
             index_elements=["name"],
@@ -311,7 +311,7 @@ class Statements:
         if self.postgresql:
             self.upsert_arrays = self._upsert_arrays()
             self.save_groups_arrays = self._save_groups_arrays()
-            self.remark_arrays = self._remark_arrays()
+            self.move_markers_arrays = self._move_markers_arrays()
         #: (group, *sum of allocations per dimension) of the rows counted in the groups given
         self.in_force = (
             select(QuotaUsage.resource_group, *[func.sum(column) for column in _ALLOCATIONS])
@@ -370,7 +370,7 @@ class Statements:
     @staticmethod
     def _save_groups_arrays() -> Any:
         """Stores groups' summaries, sums in force and wakes; and, where a marker is given,
-        the group's new marker (as `remark`)."""
+        the group's new marker (as `move_markers`)."""
         in_force = [column.key for column in _IN_FORCE]
         arrays = ", ".join(f"CAST(:set_{column} AS DOUBLE PRECISION[])" for column in in_force)
         return text(
@@ -384,7 +384,7 @@ class Statements:
         )
 
     @staticmethod
-    def _remark_arrays() -> Any:
+    def _move_markers_arrays() -> Any:
         # In name order, as every report locks groups (see `app.quota.store`).
         return text(
             "INSERT INTO quota_groups (name, marker, changed_at) "

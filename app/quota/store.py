@@ -695,9 +695,9 @@ def _write(
         queries.drop(reporter_id, [key for key, _ in dropped])
         changed.update(row.group for _, row in dropped if row.group is not None)
     # Stored before their sums in force lose what left them.
-    remarked = queries.save_groups(saved, changed, now)
+    moved_already = queries.save_groups(saved, changed, now)
     queries.take_in_force(left)
-    queries.remark(changed - remarked, now)
+    queries.move_markers(changed - moved_already, now)
     return bool(rows or dropped)
 
 

@@ -58,14 +58,14 @@ class TestOneTransactionsReports:
         self, app: FastAPI, engine: Engine
     ) -> None:
         with transaction(app) as session, statements(engine, "quota_groups") as seen:
-            UsageRepository.of(session).remark(["g1", "g2"], datetime.now(UTC))
+            UsageRepository.of(session).move_markers(["g1", "g2"], datetime.now(UTC))
             first, _ = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)
             again, _ = UsageRepository.of(session).changed_markers(LONG_AGO + timedelta(1), 10, NOW)
-            assert len(seen) == 2  # the remark and one look
+            assert len(seen) == 2  # the move and one look
             assert sorted(name for name, _ in first) == ["g1", "g2"]
             assert again == first
             # Moved by the transaction: looked at anew, and found moved.
-            UsageRepository.of(session).remark(["g1"], datetime.now(UTC))
+            UsageRepository.of(session).move_markers(["g1"], datetime.now(UTC))
             moved = dict(UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)[0])
             assert len(seen) == 4
             assert moved["g1"] != dict(first)["g1"]
@@ -76,7 +76,7 @@ class TestOneTransactionsReports:
     ) -> None:
         now = datetime.now(UTC)
         with transaction(app) as session:
-            UsageRepository.of(session).remark([f"g{i}" for i in range(5)], now)
+            UsageRepository.of(session).move_markers([f"g{i}" for i in range(5)], now)
             session.commit()
         for since, limit in [(LONG_AGO, 3), (now - timedelta(seconds=1), 10), (now, 10)]:
             with transaction(app) as session:
@@ -89,7 +89,7 @@ class TestOneTransactionsReports:
         self, app: FastAPI, engine: Engine
     ) -> None:
         with transaction(app) as session:
-            UsageRepository.of(session).remark(["g1"], datetime.now(UTC))
+            UsageRepository.of(session).move_markers(["g1"], datetime.now(UTC))
             session.commit()
         with transaction(app) as session:
             found, look = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)
@@ -101,7 +101,7 @@ class TestOneTransactionsReports:
             assert (again, made, seen) == (found, None, [])
             # Too old to share; and not once the transaction moved a marker.
             assert cache.marker_look(NOW + 2 * MARKER_LOOK_S) is None
-            UsageRepository.of(session).remark(["g1"], datetime.now(UTC))
+            UsageRepository.of(session).move_markers(["g1"], datetime.now(UTC))
             moved, made = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW, shared)
             assert made is not None
             assert moved != found
