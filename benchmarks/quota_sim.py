@@ -103,12 +103,14 @@ from app.quota.store import ALLOCATION_CHANGE
 
 try:
     from rgspark._admin import AdminClient
-    from rgspark._reporter import DIMENSIONS, NamespaceQuota, Reporter
+    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark.wire import DIMENSIONS
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
     from rgspark._admin import AdminClient
-    from rgspark._reporter import DIMENSIONS, NamespaceQuota, Reporter
+    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark.wire import DIMENSIONS
 
 ALGORITHMS = ("project", "pulsar", "static")
 BASELINES = ("pulsar", "static")
