@@ -17,6 +17,7 @@ from starlette.routing import Match, Route
 from starlette.types import Send
 
 from app.outage_log import OutageLog
+from app.reasons import RESOURCE_GROUP_MISSING
 from app.schemas import NAME_PATTERN, NAME_RULE, ROLE_PATTERN, ROLE_RULE
 from app.state import state_of
 
@@ -99,7 +100,7 @@ class NamespaceNotFound(NotFound):
 
 
 class ResourceGroupNotFound(NotFound):
-    reason = "ResourceGroup does not exist"
+    reason = RESOURCE_GROUP_MISSING
 
 
 class ResourceGroupToAttachNotFound(PreconditionFailed):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic.alias_generators import to_snake
 from sqlalchemy import (
     JSON,
     TIMESTAMP,
@@ -29,6 +30,8 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from rgspark.wire import DIMENSIONS, RATE_FIELDS
 
 NAME_LENGTH = 255
 
@@ -138,7 +141,11 @@ class NamespacePermission(Base):
     actions: Mapped[list[str]] = mapped_column(JSON)
 
 
-DIMENSIONS = ("publish_msgs", "publish_bytes", "dispatch_msgs", "dispatch_bytes")
+# A column holding a JSON field (a dimension, a rate) is named after it, in snake case.
+#: Each dimension's column prefix (``publish_msgs``), in `rgspark.wire.DIMENSIONS` order.
+DIMENSION_COLUMNS = tuple(to_snake(name) for name in DIMENSIONS)
+#: The group's rate column that holds each dimension, by the dimension's column prefix.
+RATE_COLUMN = {to_snake(name): to_snake(RATE_FIELDS[name]) for name in DIMENSIONS}
 
 
 class QuotaReporter(Base):

@@ -67,7 +67,7 @@ class SampledRate:
 
 
 @dataclass(frozen=True, slots=True)
-class Quotas:
+class RequestQuotas:
     """The configured quotas: a default for every role and overrides per role."""
 
     default: float | None = None
@@ -84,7 +84,7 @@ class RequestThrottle:
         self._clock = clock
         self._rates: dict[str, SampledRate] = {}
         self._lock = threading.Lock()
-        self.quotas = Quotas()
+        self.quotas = RequestQuotas()
         self._loaded_at = -math.inf
 
     def stale(self, max_age_s: float) -> bool:
@@ -94,7 +94,7 @@ class RequestThrottle:
         """Forget the quotas' age: they are reloaded before the next request is judged."""
         self._loaded_at = -math.inf
 
-    def update(self, quotas: Quotas) -> None:
+    def update(self, quotas: RequestQuotas) -> None:
         self.quotas = quotas
         self._loaded_at = self._clock()
 

@@ -78,7 +78,7 @@ class WholeNumber:
         return {"type": "integer", "minimum": self.ge, "maximum": self.le}
 
 
-_UNLIMITED = "-1 or 0 means unlimited."
+_UNLIMITED_DOC = "-1 or 0 means unlimited."
 MsgRate = Annotated[int, WholeNumber(ge=-1, le=INT32_MAX)]
 ByteRate = Annotated[int, WholeNumber(ge=-1, le=INT64_MAX)]
 
@@ -92,16 +92,16 @@ class ResourceGroupUpdate(_Body):
     """PUT body: omitted or null fields are -1 on create and unchanged on update."""
 
     publishRateInMsgs: MsgRate | None = Field(
-        None, description=f"Messages published per second; {_UNLIMITED}"
+        None, description=f"Messages published per second; {_UNLIMITED_DOC}"
     )
     publishRateInBytes: ByteRate | None = Field(
-        None, description=f"Bytes published per second; {_UNLIMITED}"
+        None, description=f"Bytes published per second; {_UNLIMITED_DOC}"
     )
     dispatchRateInMsgs: MsgRate | None = Field(
-        None, description=f"Messages dispatched per second; {_UNLIMITED}"
+        None, description=f"Messages dispatched per second; {_UNLIMITED_DOC}"
     )
     dispatchRateInBytes: ByteRate | None = Field(
-        None, description=f"Bytes dispatched per second; {_UNLIMITED}"
+        None, description=f"Bytes dispatched per second; {_UNLIMITED_DOC}"
     )
     replicationDispatchRateInMsgs: MsgRate | None = Field(
         None, description="Stored and returned for compatibility with Pulsar; not enforced."
@@ -112,10 +112,10 @@ class ResourceGroupUpdate(_Body):
 
 
 class ResourceGroupRead(BaseModel):
-    publishRateInMsgs: int = Field(description=f"Messages published per second; {_UNLIMITED}")
-    publishRateInBytes: int = Field(description=f"Bytes published per second; {_UNLIMITED}")
-    dispatchRateInMsgs: int = Field(description=f"Messages dispatched per second; {_UNLIMITED}")
-    dispatchRateInBytes: int = Field(description=f"Bytes dispatched per second; {_UNLIMITED}")
+    publishRateInMsgs: int = Field(description=f"Messages published per second; {_UNLIMITED_DOC}")
+    publishRateInBytes: int = Field(description=f"Bytes published per second; {_UNLIMITED_DOC}")
+    dispatchRateInMsgs: int = Field(description=f"Messages dispatched per second; {_UNLIMITED_DOC}")
+    dispatchRateInBytes: int = Field(description=f"Bytes dispatched per second; {_UNLIMITED_DOC}")
     replicationDispatchRateInMsgs: int = Field(description="Not enforced; kept for compatibility.")
     replicationDispatchRateInBytes: int = Field(description="Not enforced; kept for compatibility.")
 

@@ -43,7 +43,6 @@ from app.auth import create_token, generate_secret_key
 from benchmarks._servers import HOST, serve_rgadmin, server_env, stop
 from benchmarks.usage_ingest import (
     DEFAULT_POSTGRES_URL,
-    DIMENSIONS,
     SUPERUSER,
     DatabaseCpu,
     Layout,
@@ -53,6 +52,7 @@ from benchmarks.usage_ingest import (
     _populate,
     _post,
 )
+from rgspark.wire import DIMENSIONS, UNKNOWN_DEMAND
 
 NAMESPACE = "spark/job-0"
 ROUNDS = ("join", "settle", "settle", "change", "settle")
@@ -70,7 +70,7 @@ def _bodies(size: int, round_: int, interval_ms: int) -> list[bytes]:
         dims = []
         for name, rate in zip(DIMENSIONS, (msgs, msgs * 1024, msgs, msgs * 1024), strict=True):
             rate *= 1 + rng.uniform(-0.02, 0.02)
-            demand = 1e18 if round_ == 0 else rate
+            demand = UNKNOWN_DEMAND if round_ == 0 else rate
             dims.append(f'"{name}":{{"used":{round(rate * interval_ms / 1000)},"demand":{demand}}}')
         body = f'"intervalMs":{interval_ms},"namespaces":{{"{NAMESPACE}":{{{",".join(dims)}}}}}}}'
         bodies.append(body.encode())

@@ -35,7 +35,7 @@ never asks for an earlier one. ``reports_per_reporter_s`` is the load that puts 
 server.
 
 The simulated server keeps the fresh reports as the store does (a reporter's usage and
-demand are recorded anew only when one moved by 5%: `app.quota.allocator.moved`; a reporter
+demand are recorded anew only when one moved by 5%: `rgspark.wire.moved`; a reporter
 is gone two intervals after its lease ran out; a released one at once) and answers the
 reporting reporter only, with the algorithm's rate for ``publishMsgs`` (the other
 dimensions unlimited):
@@ -93,22 +93,25 @@ from typing import Any, NamedTuple
 
 import httpx
 
+# Before the server's modules, which import rgspark.wire.
+try:
+    from rgspark._admin import AdminClient
+    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark.wire import DIMENSIONS, moved
+except ImportError:  # a source checkout where the package is not installed
+    sys.modules.pop("rgspark", None)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
+    from rgspark._admin import AdminClient
+    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark.wire import DIMENSIONS, moved
+
 from app.config import Settings
-from app.quota.allocator import Levels, Report, grant, moved, summarize
+from app.quota.allocator import Levels, Report, grant, summarize
 from app.quota.changes import POLL_S
 from app.quota.fair import max_min_fair
 from app.quota.leases import GRACE_INTERVALS, LEAVE_WAKE, lease_s, shares_moved
 from app.quota.levels import SUMMARY_SHARE
 from app.quota.store import ALLOCATION_CHANGE
-
-try:
-    from rgspark._admin import AdminClient
-    from rgspark._reporter import DIMENSIONS, NamespaceQuota, Reporter
-except ImportError:  # a source checkout where the package is not installed
-    sys.modules.pop("rgspark", None)
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
-    from rgspark._admin import AdminClient
-    from rgspark._reporter import DIMENSIONS, NamespaceQuota, Reporter
 
 ALGORITHMS = ("project", "pulsar", "static")
 BASELINES = ("pulsar", "static")

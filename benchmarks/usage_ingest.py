@@ -95,10 +95,10 @@ from benchmarks._servers import (
     server_env,
     stop,
 )
+from rgspark.wire import DIMENSIONS
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SUPERUSER = "admin"
-DIMENSIONS = ("publishMsgs", "publishBytes", "dispatchMsgs", "dispatchBytes")
 # Every group limits all four enforced dimensions, so nothing is skipped as unlimited.
 GROUP_RATES = {
     "publish_rate_in_msgs": 1000,

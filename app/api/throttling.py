@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.access import Principal
 from app.metrics import Metrics
 from app.outage_log import OutageLog
-from app.request_quotas import Quotas, RequestThrottle
+from app.request_quotas import RequestQuotas, RequestThrottle
 from app.services import request_quotas
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class ThrottlingMiddleware:
         self._refreshed = refreshed = asyncio.Event()
         try:
             default, roles = await run_in_threadpool(self._read)
-            self.throttle.update(Quotas(default, roles))
+            self.throttle.update(RequestQuotas(default, roles))
             self._reloads.succeeded()
         except Exception as exc:  # the database is down: keep the quotas we have, retry later
             self._reloads.failed(exc)

@@ -22,11 +22,10 @@ from app.commands.usage_table import (
     rich_table,
     saturated_first,
 )
+from app.reasons import RESOURCE_GROUP_MISSING
 
 # The server samples every 10 s; a minute of history always holds the latest sample.
 USAGE_WINDOW_SECONDS = 60
-# The server's reason for a missing group, which tells it apart from a route it lacks.
-GROUP_MISSING = "ResourceGroup does not exist"
 
 
 def top(
@@ -76,7 +75,7 @@ def snapshot(admin: AdminClient, groups: list[str] | None) -> list[GroupSample]:
             params={"since": USAGE_WINDOW_SECONDS},
         )
         if response.status_code == 404:
-            if reason_of(response) != GROUP_MISSING:
+            if reason_of(response) != RESOURCE_GROUP_MISSING:
                 raise CommandError(
                     f"The server at {admin.connection.url} has no usage history "
                     f"(GET {response.request.url.path}: {admin.describe_failure(response)})."

@@ -14,13 +14,13 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-# (field of the usage answer, label, unit); the labels are the dimensions' names in reports
-# and metrics, and have no blanks, so that `awk` and `sort -k` can read the table.
-DIMENSIONS = (
-    ("publishRateInMsgs", "publishMsgs", "msgs"),
-    ("publishRateInBytes", "publishBytes", "bytes"),
-    ("dispatchRateInMsgs", "dispatchMsgs", "msgs"),
-    ("dispatchRateInBytes", "dispatchBytes", "bytes"),
+from rgspark.wire import DIMENSIONS, RATE_FIELDS
+
+# (field of the usage answer, label, unit) per dimension; the labels are the dimensions'
+# names in reports and metrics, and have no blanks, so that `awk` and `sort -k` can read
+# the table.
+DIMENSION_ROWS = tuple(
+    (RATE_FIELDS[name], name, "msgs" if name.endswith("Msgs") else "bytes") for name in DIMENSIONS
 )
 # A group using this much of a limit is shown as saturated.
 SATURATED_PCT = 90.0
@@ -85,7 +85,7 @@ def latest_sample(group: str, usage: Mapping[str, Any]) -> GroupSample:
             demand=_last(series[field], "demand"),
             allocation=_last(series[field], "allocation"),
         )
-        for field, label, unit in DIMENSIONS
+        for field, label, unit in DIMENSION_ROWS
         if field in series
     )
     return GroupSample(

@@ -53,14 +53,15 @@ force ``a_i`` (0 before its first):
    simulator's scenarios.
 
 **Held figures.** The allocator is given each reporter's demand as last *recorded*, and a
-new figure is recorded only when it moved by `SIGNIFICANT_CHANGE` (5%) or more (`moved`).
+new figure is recorded only when it moved by `SIGNIFICANT_CHANGE` (5%) or more (`moved`: both
+in `rgspark.wire`, as the reporters' side of the rule uses them too).
 Measured demand always jitters a little; were every jitter fed in, every plan would move
 every allocation a little, every report would rewrite its rows, and no answer could be
 reused. Held, a steady group's inputs stay the same from one report to the next, and so do
 its grants: `plan` is a function of its inputs alone. A 5% error in a demand moves a fair
 share by less than 5%, well inside what the shares must meet.
 
-A demand of `UNKNOWN` (1e18, the most a report carries) or more, or `math.inf`, is unknown:
+A demand of `UNKNOWN_DEMAND` (1e18, the most a report carries) or more, or `math.inf`, is unknown:
 what a reporter says before it has measured anything. It counts as unbounded, so that the
 reporter is owed an equal share until its next report, soon after, says what it really
 wants.
@@ -83,15 +84,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from app.quota.fair import water_level
+from rgspark.wire import BURST_S, UNKNOWN_DEMAND
 
 FLOOR = 0.01  # of an equal share: the least any reporter is allocated
 PROBE = 0.02  # of a share, and of the quota in all: newcomers' start when none is free
 GROWTH = 0.25  # growth room out of spare quota, as a fraction of a reporter's fair share
 WAITING = 0.95  # a grant below this fraction of the fair share waits for headroom
 EARLY_REPORT = 0.125  # of an interval: when a waiting reporter should report again
-BURST_S = 0.1  # seconds of its rate that a reporter's bucket holds
-UNKNOWN = 1e18  # a demand this high is not known yet
-SIGNIFICANT_CHANGE = 0.05  # smaller moves in a figure are not news: see "Held figures"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +102,7 @@ class Report:
     """Units per second it used over its last report interval."""
     demand: float
     """Units per second it would have used unthrottled (usage plus what it was held back
-    from); `UNKNOWN` or more (`math.inf` too) when it does not know yet."""
+    from); `UNKNOWN_DEMAND` or more (`math.inf` too) when it does not know yet."""
     allocation: float | None
     """The rate it enforces now, as last granted; None before its first grant."""
     namespace: str = ""
@@ -312,7 +311,7 @@ def _summarized(
         lacks = share * room - (allocation or 0.0)
         if lacks > 0.0:
             shortfall += lacks
-    unknown = max(demands) >= UNKNOWN
+    unknown = max(demands) >= UNKNOWN_DEMAND
     return Levels(quota, len(demands), group_level, namespace_levels, room, shortfall, unknown)
 
 
@@ -370,7 +369,7 @@ def granted(
     if allocation is None:
         room_for_probes = max(PROBE * quota - over, levels.floor)
         rate = max(rate, min(target, PROBE * max(share, levels.equal), room_for_probes))
-    unknown = levels.unknown or demand >= UNKNOWN
+    unknown = levels.unknown or demand >= UNKNOWN_DEMAND
     early = allocation is None or rate < WAITING * share or (unknown and demand > share)
     return rate, share, early
 
@@ -394,31 +393,6 @@ def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
 def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:
     """Each reporter's allocated rate; `plan` says how, and what else to tell the reporter."""
     return {reporter: grant.rate for reporter, grant in plan(quota, reports).items()}
-
-
-def held_range(before: float, tolerance: float = SIGNIFICANT_CHANGE) -> tuple[float, float]:
-    """The figures that count as unchanged from ``before`` (0 or more), as ``(low, high)``:
-    the 5% rule, defined here once. A figure moved when it went down by more than
-    ``tolerance`` of what it was, or up by more than ``tolerance`` of what it became (rates
-    under 1 count as 1): ``|after - before| > tolerance * max(before, after, 1)``.
-
-    As a range, checking a figure is two comparisons, which is what a steady report of
-    thousands of namespaces needs.
-    """
-    # Down: moved once before - after > tolerance * max(before, 1).
-    low = before - tolerance * max(before, 1.0)
-    # Up: moved once after - before > tolerance * max(after, 1); solved for after, on
-    # whichever side of 1 it lands.
-    high = before / (1.0 - tolerance)
-    if high < 1.0:
-        high = before + tolerance
-    return low, high
-
-
-def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) -> bool:
-    """Whether a figure moved out of `held_range` of ``before``."""
-    low, high = held_range(before, tolerance)
-    return not low <= after <= high
 
 
 def _check_values(demands: Sequence[float], allocations: Sequence[float | None]) -> None:

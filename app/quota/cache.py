@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from app.quota.effective import Effective, NamespaceKey, Quotas
+from app.quota.effective import Effective, GroupQuotas, NamespaceKey
 from app.quota.statements import Figures
 
 MAX_REPORTERS = 20_000  # reporters remembered, least recently reporting forgotten first
@@ -61,7 +61,7 @@ class Plan(NamedTuple):
     id: int
     """Random: tells this plan from any other."""
     marker: int
-    quotas: Quotas
+    quotas: GroupQuotas
     rates: dict[NamespaceKey, Rates]
     fallbacks: dict[NamespaceKey, Rates]
     """Each namespace's fair shares (`Grant.fair`): what the reporter holds when the server

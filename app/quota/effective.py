@@ -6,21 +6,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.models import DIMENSIONS, RATE_COLUMNS
+from app.models import DIMENSION_COLUMNS, RATE_COLUMN, RATE_COLUMNS
 from app.schemas import ResourceGroupRead
+from rgspark.wire import DIMENSIONS
 
-# The group's configured rate that each dimension is held to.
-RATE_COLUMN = {
-    "publish_msgs": "publish_rate_in_msgs",
-    "publish_bytes": "publish_rate_in_bytes",
-    "dispatch_msgs": "dispatch_rate_in_msgs",
-    "dispatch_bytes": "dispatch_rate_in_bytes",
-}
-_QUOTA_INDEX = [RATE_COLUMNS.index(RATE_COLUMN[dim]) for dim in DIMENSIONS]
+_QUOTA_INDEX = [RATE_COLUMNS.index(RATE_COLUMN[dim]) for dim in DIMENSION_COLUMNS]
 _LIMIT_FIELDS = tuple(ResourceGroupRead.model_fields)
 
 NamespaceKey = tuple[str, str]
-Quotas = tuple[float | None, ...]
+GroupQuotas = tuple[float | None, ...]
+"""Per dimension, in `rgspark.wire.DIMENSIONS` order: the rate the group holds it to, or
+None when unlimited (-1 or 0)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +25,7 @@ class Effective:
 
     group: str | None
     limits: ResourceGroupRead | None
-    quotas: Quotas = (None,) * len(DIMENSIONS)
-    """Per dimension, in `DIMENSIONS` order: the rate, or None when unlimited (-1 or 0)."""
+    quotas: GroupQuotas = (None,) * len(DIMENSIONS)
     limited: bool = False
     """Whether any dimension is limited."""
 
@@ -44,7 +39,7 @@ class EffectiveRows:
 
     def __init__(self) -> None:
         self.seen: dict[str, Effective] = {}
-        self.limits: dict[tuple[int, ...], tuple[ResourceGroupRead, Quotas]] = {}
+        self.limits: dict[tuple[int, ...], tuple[ResourceGroupRead, GroupQuotas]] = {}
 
     def of(self, group: str | None, rates: Sequence[Any]) -> Effective:
         if group is None:

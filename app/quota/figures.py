@@ -1,10 +1,10 @@
 """A report's figures against the stored ones: which moved enough to be recorded anew.
 
-A figure is recorded anew only when it moved out of its `held_range` (5%: the allocator's
-"Held figures"). Every report asks this of every namespace it carries, so the
-checks here are written for speed: a steady report of thousands of namespaces is checked
-against ranges kept in one flat array (`held_ranges`, `held_still`), a namespace whose row
-is at hand against the row (`moved_since`).
+A figure is recorded anew only when it `moved` out of its `held_range` (5%: the allocator's
+"Held figures"; both are in `rgspark.wire`). Every report asks this of every namespace it
+carries, so the checks here are written for speed: a steady report of thousands of
+namespaces is checked against ranges kept in one flat array (`held_ranges`, `held_still`),
+a namespace whose row is at hand against the row (`moved_since`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from array import array
 from collections.abc import Iterable, Mapping
 from typing import cast
 
-from app.quota.allocator import held_range
 from app.quota.cache import Row
 from app.quota.effective import NamespaceKey
-from app.quota.schemas import DIMENSION_NAMES, DimensionUsage, NamespaceUsage, UsageReport
+from app.quota.schemas import DimensionUsage, NamespaceUsage, UsageReport
 from app.quota.statements import ALLOCATION, DEMAND, USAGE, Figures
+from rgspark.wire import DIMENSIONS, held_range, moved
 
 __all__ = ["figures_of", "held_ranges", "held_still", "moved_since", "reported_figures"]
 
@@ -43,7 +43,7 @@ def held_still(
     # A dimension's ranges: low, high, low, high.
     ranges = zip(bounds, bounds, bounds, bounds, strict=True)
     for usage in namespaces:
-        for name in DIMENSION_NAMES:
+        for name in DIMENSIONS:
             low_used, high_used, low_demand, high_demand = next(ranges)
             figures = usage.get(name)
             if figures is None:  # left out: counts as 0
@@ -65,26 +65,21 @@ def held_ranges(keys: Iterable[NamespaceKey], rows: dict[NamespaceKey, Row]) -> 
         if row is None:
             held.extend(_NOT_HELD)
             continue
-        for index in range(len(DIMENSION_NAMES)):
+        for index in range(len(DIMENSIONS)):
             held.extend(held_range(row.figures[3 * index + USAGE]))
             held.extend(held_range(row.figures[3 * index + DEMAND]))
     return held
 
 
-_NOT_HELD = array("d", [math.nan] * 4 * len(DIMENSION_NAMES))
+_NOT_HELD = array("d", [math.nan] * 4 * len(DIMENSIONS))
 
 
 def reported_figures(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
     """A namespace's figures as reported, per second, with the stored allocations."""
     figures: list[float | None] = []
-    # In DIMENSION_NAMES order.
-    dims = (
-        usage.get("publishMsgs"),
-        usage.get("publishBytes"),
-        usage.get("dispatchMsgs"),
-        usage.get("dispatchBytes"),
-    )
-    for index, reported in enumerate(dims):
+    dims = cast(dict[str, DimensionUsage | None], usage)
+    for index, name in enumerate(DIMENSIONS):
+        reported = dims.get(name)
         allocation = None if stored is None else stored[3 * index + ALLOCATION]
         if reported is None:
             figures += (0.0, 0.0, allocation)
@@ -102,14 +97,10 @@ def moved_since(stored: Figures, usage: NamespaceUsage, covered_s: float) -> boo
         used, demand = (
             (0.0, 0.0) if figures is None else (figures["used"] / covered_s, figures["demand"])
         )
-        low, high = held_range(stored[column])
-        if not low <= used <= high:
-            return True
-        low, high = held_range(stored[column + 1])
-        if not low <= demand <= high:
+        if moved(stored[column], used) or moved(stored[column + 1], demand):
             return True
     return False
 
 
 # Where each dimension's usage is in `Figures` (its demand and allocation follow it).
-_USAGE_COLUMN = {name: 3 * index + USAGE for index, name in enumerate(DIMENSION_NAMES)}
+_USAGE_COLUMN = {name: 3 * index + USAGE for index, name in enumerate(DIMENSIONS)}

@@ -47,7 +47,8 @@ from starlette.concurrency import run_in_threadpool
 from app import generation as admin_generation
 from app.config import Settings
 from app.models import (
-    DIMENSIONS,
+    DIMENSION_COLUMNS,
+    RATE_COLUMN,
     USAGE_SAMPLING_ROW,
     Namespace,
     QuotaGroup,
@@ -58,8 +59,6 @@ from app.models import (
     UsageSample,
     UsageSampling,
 )
-from app.quota.allocator import UNKNOWN
-from app.quota.effective import RATE_COLUMN
 from app.quota.leases import fresh_after
 from app.schemas import (
     DimensionHistory,
@@ -69,6 +68,7 @@ from app.schemas import (
     UsageHistory,
 )
 from app.services import _sql, attachments
+from rgspark.wire import DIMENSIONS, RATE_FIELDS, UNKNOWN_DEMAND
 
 __all__ = ["read", "sample", "sample_periodically"]
 
@@ -77,12 +77,10 @@ logger = logging.getLogger(__name__)
 TOLERANCE_S = 1e-3
 EPOCH = datetime.fromtimestamp(0, UTC)  # when usage was last sampled, before it ever was
 
-# The API's name of each dimension: the name of the group's rate that holds it.
+# The API's name of each dimension, by its column prefix: the name of the group's rate that
+# holds it.
 FIELD_OF = {
-    "publish_msgs": "publishRateInMsgs",
-    "publish_bytes": "publishRateInBytes",
-    "dispatch_msgs": "dispatchRateInMsgs",
-    "dispatch_bytes": "dispatchRateInBytes",
+    column: RATE_FIELDS[name] for name, column in zip(DIMENSIONS, DIMENSION_COLUMNS, strict=True)
 }
 
 
@@ -103,13 +101,13 @@ def _live_usage(now: datetime, settings: Settings, *columns: Any) -> Select[Any]
 def _sums(at: datetime, settings: Settings, groups: Any) -> Any:
     """The columns of the samples of ``groups`` (a subquery of names), reporters or not."""
     figures: list[Any] = []
-    for dimension in DIMENSIONS:
+    for dimension in DIMENSION_COLUMNS:
         demand = getattr(QuotaUsage, f"{dimension}_demand")
         figures += [
             func.sum(getattr(QuotaUsage, f"{dimension}_usage")).label(f"{dimension}_usage"),
-            # A reporter that does not know its demand yet says so with `UNKNOWN`: the sum is
-            # unknown too, rather than some 10^18.
-            case((func.max(demand) >= UNKNOWN, null()), else_=func.sum(demand)).label(
+            # A reporter that does not know its demand yet says so with `UNKNOWN_DEMAND`: the
+            # sum is unknown too, rather than some 10^18.
+            case((func.max(demand) >= UNKNOWN_DEMAND, null()), else_=func.sum(demand)).label(
                 f"{dimension}_demand"
             ),
             func.sum(getattr(QuotaUsage, f"{dimension}_allocation")).label(
@@ -133,7 +131,7 @@ def _sums(at: datetime, settings: Settings, groups: Any) -> Any:
         literal(at, TIMESTAMP(timezone=True)),
         func.coalesce(live.c.reporters, 0),
     ]
-    for dimension in DIMENSIONS:
+    for dimension in DIMENSION_COLUMNS:
         columns += [
             getattr(ResourceGroup, RATE_COLUMN[dimension]),
             func.coalesce(live.c[f"{dimension}_usage"], 0.0),
@@ -153,7 +151,7 @@ _SAMPLE_COLUMNS = [
     "reporters",
     *(
         f"{dimension}_{figure}"
-        for dimension in DIMENSIONS
+        for dimension in DIMENSION_COLUMNS
         for figure in ("limit", "usage", "demand", "allocation")
     ),
 ]
@@ -208,7 +206,7 @@ def _configured_anew() -> Select[Any]:
     sampled = UsageSample.__table__.alias("sampled")
     rates_moved = [
         sampled.c[f"{dimension}_limit"] != getattr(ResourceGroup, RATE_COLUMN[dimension])
-        for dimension in DIMENSIONS
+        for dimension in DIMENSION_COLUMNS
     ]
     return (
         select(ResourceGroup.name)
@@ -303,7 +301,7 @@ def read(
             moments.append(moment)
             series.append(samples[index])
     dimensions: dict[str, DimensionHistory] = {}
-    for dimension in DIMENSIONS:
+    for dimension in DIMENSION_COLUMNS:
         limits = [max(getattr(s, f"{dimension}_limit"), 0) or -1 for s in series]
         dimensions[FIELD_OF[dimension]] = DimensionHistory(
             limit=limits,

@@ -37,7 +37,8 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
-from app.quota.allocator import SIGNIFICANT_CHANGE, Levels, moved
+from app.quota.allocator import Levels
+from rgspark.wire import SIGNIFICANT_CHANGE, moved
 
 __all__ = [
     "GRACE_INTERVALS",

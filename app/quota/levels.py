@@ -26,14 +26,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from app.quota.allocator import UNKNOWN, Levels
-from app.quota.effective import Quotas
+from app.quota.allocator import Levels
+from app.quota.effective import GroupQuotas
 from app.quota.leases import shares_moved
 from app.quota.statements import DEMAND, USAGE, Figures
+from rgspark.wire import UNKNOWN_DEMAND
 
 __all__ = ["SUMMARY_SHARE", "DimensionSummary", "GroupSummary"]
 
-Previous = tuple[Quotas, tuple[Levels | None, ...]]
+Previous = tuple[GroupQuotas, tuple[Levels | None, ...]]
 """What a summary's successor reads of it (`GroupSummary.wake_after`): its quotas, and the
 levels of the group's last wake."""
 SUMMARY_SHARE = 1 / 32  # of a group's reporters: grants from one summary once it changed
@@ -96,7 +97,7 @@ class GroupSummary:
         """Per dimension, the levels of the group's last wake."""
         return self.woken or tuple(None if d is None else d.levels for d in self.dimensions)
 
-    def holds(self, marker: int, quotas: Quotas, *, changing: bool) -> bool:
+    def holds(self, marker: int, quotas: GroupQuotas, *, changing: bool) -> bool:
         """Whether grants may still be made from it: made under the same quotas, and either
         nothing changed since (the group's marker, and ``changing``: what the reporter
         reports now), or fewer than a `SUMMARY_SHARE` of the reporters it saw have been
@@ -132,7 +133,7 @@ class GroupSummary:
         )
 
     @property
-    def quotas(self) -> Quotas:
+    def quotas(self) -> GroupQuotas:
         return tuple(None if d is None else d.levels.quota for d in self.dimensions)
 
     def to_json(self, shortfalls: Sequence[float] | None = None) -> str:
@@ -201,7 +202,7 @@ class GroupSummary:
 
     @classmethod
     def read(
-        cls, text: str, marker: int, quotas: Quotas, *, changing: bool
+        cls, text: str, marker: int, quotas: GroupQuotas, *, changing: bool
     ) -> tuple[GroupSummary | None, Previous]:
         """The summary of `to_json`'s JSON if it `holds` (``marker``, ``quotas`` and
         ``changing`` as there), and what `wake_after` reads of it. A summary that no longer
@@ -354,4 +355,4 @@ def _levels_of(raw: dict[str, Any], reporters: int) -> Levels:
 
 
 def _known(demand: float) -> float:
-    return demand if demand < UNKNOWN else 0.0
+    return demand if demand < UNKNOWN_DEMAND else 0.0

@@ -8,18 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from app.schemas import NAME_CHARS, ResourceGroupRead, WholeNumber
-
-#: JSON names of the four enforced dimensions.
-DIMENSION_NAMES = ("publishMsgs", "publishBytes", "dispatchMsgs", "dispatchBytes")
+from rgspark.wire import UNKNOWN_DEMAND
 
 REPORTER_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
 NAMESPACE_REF_PATTERN = f"^{NAME_CHARS}/{NAME_CHARS}$"
 MAX_NAMESPACES_PER_REPORT = 10_000
-# Far above any real rate (an exabyte per second), low enough that sums stay exact in a double.
-MAX_RATE = 1e18
 MAX_USED = 2**63 - 1
-
-UNLIMITED = -1.0
 
 
 class _Body(BaseModel):
@@ -39,7 +33,7 @@ class DimensionUsage(TypedDict):
         float,
         Field(
             ge=0,
-            le=MAX_RATE,
+            le=UNKNOWN_DEMAND,
             allow_inf_nan=False,
             strict=True,
             description="Units per second it would have used unthrottled: usage plus what it was "

@@ -36,7 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 
 from app.models import (
-    DIMENSIONS,
+    DIMENSION_COLUMNS,
     RATE_COLUMNS,
     DefaultResourceGroup,
     Namespace,
@@ -54,14 +54,14 @@ from app.quota.leases import LEAVE_WAKE
 #: columns: usage, demand and allocation of each dimension in turn. Tuples rather than
 #: objects, because a report handles tens of thousands of them.
 FIGURE_COLUMNS = tuple(
-    f"{dim}_{part}" for dim in DIMENSIONS for part in ("usage", "demand", "allocation")
+    f"{dim}_{part}" for dim in DIMENSION_COLUMNS for part in ("usage", "demand", "allocation")
 )
 Figures = tuple[Any, ...]
 USAGE, DEMAND, ALLOCATION = 0, 1, 2
 _FIGURES = [getattr(QuotaUsage, column) for column in FIGURE_COLUMNS]
 _RATES = [getattr(ResourceGroup, column) for column in RATE_COLUMNS]
-_ALLOCATIONS = [getattr(QuotaUsage, f"{dim}_allocation") for dim in DIMENSIONS]
-_IN_FORCE = [getattr(QuotaGroup, f"{dim}_in_force") for dim in DIMENSIONS]
+_ALLOCATIONS = [getattr(QuotaUsage, f"{dim}_allocation") for dim in DIMENSION_COLUMNS]
+_IN_FORCE = [getattr(QuotaGroup, f"{dim}_in_force") for dim in DIMENSION_COLUMNS]
 
 
 class Statements:

@@ -68,12 +68,9 @@ from sqlalchemy.orm import Session
 from app.access import Principal
 from app.errors import NotFound
 from app.metrics import GroupStats, GroupTotals
-from app.models import DIMENSIONS
 from app.quota.allocator import (
     EARLY_REPORT,
-    UNKNOWN,
     granted,
-    moved,
     summarize_columns,
 )
 from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
@@ -84,8 +81,6 @@ from app.quota.levels import DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Saved, UsageRepository, Written
 from app.quota.schemas import (
-    DIMENSION_NAMES,
-    UNLIMITED,
     NamespaceUsage,
     ReportResult,
     UsageReport,
@@ -98,6 +93,7 @@ from app.quota.statements import (
     new_token,
     new_tokens,
 )
+from rgspark.wire import DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
 
 __all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
 
@@ -107,7 +103,7 @@ LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's tak
 # A report reads the markers changed since its last one, unless more changed than this (or
 # than it has rows): then the database compares all its rows with their groups' markers.
 FEW_MARKERS = 100
-_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
+_ALL_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 _string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes a string with
 
 
@@ -558,7 +554,7 @@ def _in_force_in(entry: _Entry, group: str) -> Rates:
     """The allocations a namespace's row has in force in ``group``: none if it is new or
     was in another group."""
     if entry.row is None or entry.row.group != group:
-        return _UNLIMITED
+        return _ALL_UNLIMITED
     return tuple(entry.row.figures[3 * index + ALLOCATION] for index in range(len(DIMENSIONS)))
 
 
@@ -593,7 +589,7 @@ def _summarize(
             DimensionSummary(
                 summarize_columns(quota, names, demands, allocations),
                 sum(columns[3 * index + USAGE], 0.0),
-                sum([d for d in demands if d < UNKNOWN], 0.0),
+                sum([d for d in demands if d < UNKNOWN_DEMAND], 0.0),
             )
         )
     reporters = len({member[0] for member in members}) + 1
@@ -617,9 +613,7 @@ def _totals(summary: GroupSummary, in_force: list[float]) -> tuple[int, tuple[Gr
     """A group's reporters, and per dimension its limit and the sums of usage, demand (where
     known) and allocations in force (this report's new grants included)."""
     totals: list[GroupTotals] = []
-    for name, dimension, allocated in zip(
-        DIMENSION_NAMES, summary.dimensions, in_force, strict=True
-    ):
+    for name, dimension, allocated in zip(DIMENSIONS, summary.dimensions, in_force, strict=True):
         if dimension is None:
             totals.append((name, -1.0, 0.0, 0.0, -1.0))
         else:
@@ -646,7 +640,7 @@ def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) 
                 entry.planned = planned.marker
                 entry.write = True
         else:
-            rates = _UNLIMITED
+            rates = _ALL_UNLIMITED
             if entry.planned is not None:
                 entry.planned = None
                 entry.write = True
@@ -711,8 +705,8 @@ def _leave(left: dict[str, list[float]], row: Row) -> None:
 
 def _by_dimension(rates: Rates) -> dict[str, float]:
     return {
-        name: UNLIMITED if rate is None else rate
-        for name, rate in zip(DIMENSION_NAMES, rates, strict=True)
+        name: UNLIMITED_ALLOCATION if rate is None else rate
+        for name, rate in zip(DIMENSIONS, rates, strict=True)
     }
 
 
@@ -743,8 +737,8 @@ def _answer(
         if known is not None and known.generation == generation and known.plan == plan_id:
             parts.append(known.json)
             continue
-        rates = _UNLIMITED if planned is None else planned.rates[entry.key]
-        fallbacks = _UNLIMITED if planned is None else planned.fallbacks[entry.key]
+        rates = _ALL_UNLIMITED if planned is None else planned.rates[entry.key]
+        fallbacks = _ALL_UNLIMITED if planned is None else planned.fallbacks[entry.key]
         # A `NamespaceAllocation`'s JSON, as pydantic writes it, without the model: its
         # limits' written once per group's limits, its values by pydantic's own writer.
         limits = effective.limits

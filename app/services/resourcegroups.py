@@ -12,7 +12,7 @@ from app.schemas import ResourceGroupRead, ResourceGroupUpdate
 from app.services._sql import insert
 from app.services.attachments import tenant_uses
 
-UNLIMITED = -1
+UNLIMITED_RATE = -1  # a configured rate that limits nothing, as Pulsar writes it
 
 # JSON field name -> column name; the model's fields are Pulsar's camelCase names.
 _COLUMN_OF = dict(zip(ResourceGroupUpdate.model_fields, RATE_COLUMNS, strict=True))
@@ -53,7 +53,7 @@ def upsert(session: Session, name: str, body: ResourceGroupUpdate) -> None:
     """
     session.execute(
         insert(session, ResourceGroup)
-        .values(name=name, **dict.fromkeys(RATE_COLUMNS, UNLIMITED))
+        .values(name=name, **dict.fromkeys(RATE_COLUMNS, UNLIMITED_RATE))
         .on_conflict_do_nothing()
     )
     changes = {

@@ -3,7 +3,8 @@
 A job names its tenant and namespace with a `ResourceGroupClient`; `throttle(df, client,
 kind)` holds a DataFrame's flow to the namespace's group. Every worker process enforces its
 share of the group's rate with an in-process token bucket (Apache Pulsar's PIP-322), reports
-its usage and receives its fair share (PIP-82). Errors are described in `rgspark._exceptions`.
+its usage and receives its fair share (PIP-82). Errors are described in `rgspark._exceptions`;
+the names and figures that reports and answers share with the server are in `rgspark.wire`.
 """
 
 from __future__ import annotations

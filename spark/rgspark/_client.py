@@ -20,7 +20,8 @@ from ._exceptions import (
     PermissionDeniedError,
     PolicyUnavailableError,
 )
-from ._reporter import DIMENSIONS, NamespaceQuota, Reporter
+from ._reporter import NamespaceQuota, Reporter
+from .wire import DIMENSIONS, UNLIMITED_ALLOCATION
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -182,7 +183,7 @@ def _start(client: ResourceGroupClient, kind: str) -> NamespaceQuota:
     quota = NamespaceQuota(client.tenant, client.namespace)
     quota.use(kind)
     if not isinstance(policy, str):
-        quota.apply({dim: policy.get(dim, -1.0) for dim in DIMENSIONS})
+        quota.apply({dim: policy.get(dim, UNLIMITED_ALLOCATION) for dim in DIMENSIONS})
     reporter = Reporter(client.admin(), [quota])
     if policy in ("fail", "block"):
         _first_report(reporter, client, forever=policy == "block")

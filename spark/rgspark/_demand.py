@@ -65,7 +65,7 @@ class DemandEstimator:
     demand is unknown and reported as `math.inf`, which the allocator reads as "owed a fair
     share until the next report says more". `demand` gives the estimate
     without ending the report interval, for a reporter that reports early when demand moved
-    (as PIP-82's brokers do on a 10% change).
+    by `rgspark.wire.DEMAND_CHANGE` (as PIP-82's brokers do on a significant change).
 
     `clock` returns monotonic nanoseconds, `time.monotonic_ns` by default. Every method may be
     called from any thread: one lock guards the few counters, and recording is a clock read

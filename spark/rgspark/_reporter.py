@@ -72,18 +72,20 @@ from ._bucket import TokenBucket
 from ._demand import DemandEstimator
 from ._exceptions import AdminServerError, ConfigurationError, NamespaceNotFoundError
 from ._limiter import Limiter
+from .wire import (
+    BURST_S,
+    DEMAND_CHANGE,
+    DIMENSIONS,
+    KINDS,
+    UNKNOWN_DEMAND,
+    UNLIMITED_ALLOCATION,
+    moved,
+)
 
-__all__ = ["DIMENSIONS", "KINDS", "NamespaceQuota", "Reporter"]
+__all__ = ["NamespaceQuota", "Reporter"]
 
 logger = logging.getLogger("rgspark")
 
-KINDS = ("publish", "dispatch")
-DIMENSIONS = ("publishMsgs", "publishBytes", "dispatchMsgs", "dispatchBytes")
-# A bucket holds a tenth of a second of its rate: enough for the slices the Spark helpers
-# charge, small enough that reporters waking together cannot burst far past the group's rate.
-BURST_S = 0.1
-# The most a report may claim: what the server reads as "demand not known yet".
-UNKNOWN_DEMAND = 1e18
 MAX_BACKOFF_S = 30.0
 MAX_SLEEP_S = 0.1
 MIN_SPACING = 0.125  # of the report interval: the least time between two reports
@@ -91,7 +93,6 @@ MIN_SPACING = 0.125  # of the report interval: the least time between two report
 # Long enough for a starting task's first charges (the estimator then measures it), short
 # enough that a worker which announces and idles holds a share it does not use only briefly.
 CLAIM = 0.25
-DEMAND_CHANGE = 0.10  # a demand moving more than this is reported before the interval is up
 GRACE_INTERVALS = 2  # past its lease, the server counts a reporter gone: see fail-static
 DEFAULT_INTERVAL_S = 1.0  # the server's default report interval, until an answer says
 WATCH_S = 30.0  # how long one long poll on changes waits for one
@@ -247,14 +248,14 @@ class NamespaceQuota:
             after = self._estimators[dim].demand()
             if math.isinf(before) or math.isinf(after):
                 continue  # unknown until measured; the next regular report settles it
-            if abs(after - before) > threshold * max(before, after, 1.0):
+            if moved(before, after, threshold):
                 return True
         return False
 
     def apply(self, allocations: Mapping[str, float]) -> None:
         """Hold each dimension to its allocation (-1: unlimited), keeping any debt."""
         for dim in DIMENSIONS:
-            rate = allocations.get(dim, -1.0)
+            rate = allocations.get(dim, UNLIMITED_ALLOCATION)
             bucket = self._buckets[dim]
             if rate < 0 or rate == 0:
                 self._buckets[dim] = None

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from ._checks import ensure_checked
 from ._client import ResourceGroupClient
 from ._exceptions import ConfigurationError
-from ._reporter import BURST_S, KINDS, NamespaceQuota
+from ._reporter import NamespaceQuota
 from ._stats import ThrottleStats
+from .wire import BURST_S, KINDS
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -8,17 +8,14 @@ import random
 import pytest
 
 from app.quota.allocator import (
-    BURST_S,
     EARLY_REPORT,
-    UNKNOWN,
     Grant,
     Report,
     allocate,
-    held_range,
-    moved,
     plan,
 )
 from app.quota.fair import max_min_fair
+from rgspark.wire import BURST_S, UNKNOWN_DEMAND, held_range, moved
 
 # reporter -> (demand, allocation in force)
 State = dict[str, tuple[float, float | None]]
@@ -79,7 +76,7 @@ class TestNamespacesFirst:
         # Fifty processes of "b" hold the whole quota; "a" arrives, its demand unknown: its
         # fair share is half the quota, and its probe 2% of that, not 2% of a 51st.
         settled = [Report(f"b-{i}", 20, 100, 20, "b") for i in range(50)]
-        grant = plan(1000, [*settled, Report("a-1", 0, UNKNOWN, None, "a")])["a-1"]
+        grant = plan(1000, [*settled, Report("a-1", 0, UNKNOWN_DEMAND, None, "a")])["a-1"]
         assert grant.fair == pytest.approx(500)
         assert grant.rate == pytest.approx(10)
 
@@ -178,13 +175,13 @@ class TestEarlyReports:
         assert not grants["a"].early and grants["a"].report_after(2.0) == 2.0
 
     def test_newcomers_report_again_soon(self) -> None:
-        grant = plan(1000, reports({"a": (800, 500), "b": (800, 500), "c": (UNKNOWN, None)}))
+        grant = plan(1000, reports({"a": (800, 500), "b": (800, 500), "c": (UNKNOWN_DEMAND, None)}))
         assert grant["c"].early and grant["c"].report_after(2.0) == 2.0 * EARLY_REPORT
 
     def test_while_a_demand_is_unknown_those_held_to_a_share_report_soon(self) -> None:
         # c's demand is not known yet (1e18 is what a report carries for math.inf): a's share
         # grows if c wants little, while b, wanting little, has nothing to gain.
-        state: State = {"a": (800, 495), "b": (10, 10), "c": (UNKNOWN, 10)}
+        state: State = {"a": (800, 495), "b": (10, 10), "c": (UNKNOWN_DEMAND, 10)}
         grants = plan(1000, reports(state))
         assert grants["a"].early and not grants["b"].early
 

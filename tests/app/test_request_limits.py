@@ -202,15 +202,15 @@ def maximal_report() -> bytes:
     """The longest compact report the schema admits: 10,000 namespaces with 255-character
     names, every dimension at its longest figures."""
     from app.quota.schemas import (
-        DIMENSION_NAMES,
         MAX_NAMESPACES_PER_REPORT,
         MAX_USED,
         UsageReport,
     )
+    from rgspark.wire import DIMENSIONS
 
     longest_demand = "2.2250738585072014e-308"  # 23 characters, and within [0, 1e18]
     dimension = f'{{"used":{MAX_USED},"demand":{longest_demand}}}'
-    usage = "{" + ",".join(f'"{name}":{dimension}' for name in DIMENSION_NAMES) + "}"
+    usage = "{" + ",".join(f'"{name}":{dimension}' for name in DIMENSIONS) + "}"
     entries = ",".join(
         f'"{"t" * 250}{i:05d}/{"n" * 250}{i:05d}":{usage}' for i in range(MAX_NAMESPACES_PER_REPORT)
     )

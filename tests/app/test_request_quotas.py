@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.metrics import Metrics
-from app.request_quotas import FORGET_AFTER_S, SAMPLE_S, SAMPLES, Quotas, RequestThrottle
+from app.request_quotas import FORGET_AFTER_S, SAMPLE_S, SAMPLES, RequestQuotas, RequestThrottle
 from tests.factories import FakeClock, attach, create_group, create_namespace, create_tenant
 
 Auth = Callable[[str], dict[str, str]]
@@ -32,7 +32,7 @@ class TestThrottleMaths:
     def test_a_burst_of_100_at_10_per_second_is_delayed_by_the_formula(self) -> None:
         clock = FakeClock(1000.0)
         throttle = RequestThrottle(clock=clock)
-        throttle.update(Quotas(roles={"job": 10}))
+        throttle.update(RequestQuotas(roles={"job": 10}))
         for n in range(1, 101):
             clock.now += 0.004  # 100 requests within 0.4 s
             delay, observed = throttle.record("job")
@@ -44,7 +44,7 @@ class TestThrottleMaths:
     def test_rate_is_counted_over_the_samples_it_spans(self) -> None:
         clock = FakeClock(0.0)
         throttle = RequestThrottle(clock=clock)
-        throttle.update(Quotas(default=5))
+        throttle.update(RequestQuotas(default=5))
         for _ in range(40):  # 8 requests a second for 5 s
             clock.now += 0.125
             delay, observed = throttle.record("job")
@@ -57,7 +57,7 @@ class TestThrottleMaths:
 
     def test_roles_are_measured_apart_and_overrides_win(self) -> None:
         throttle = RequestThrottle(clock=lambda: 0.0)
-        throttle.update(Quotas(default=1, roles={"vip": 1000}))
+        throttle.update(RequestQuotas(default=1, roles={"vip": 1000}))
         for _ in range(50):
             noisy, _ = throttle.record("noisy")
             vip, _ = throttle.record("vip")

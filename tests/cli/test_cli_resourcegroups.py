@@ -6,7 +6,7 @@ import json
 
 from tests.cli.conftest import Rgadmin, failure, ok
 
-UNLIMITED = {
+ALL_UNLIMITED = {
     "publishRateInMsgs": -1,
     "publishRateInBytes": -1,
     "dispatchRateInMsgs": -1,
@@ -23,7 +23,7 @@ def group(rgadmin: Rgadmin, name: str) -> dict[str, int]:
 
 def test_create_with_short_flags_omitted_rates_unlimited(rgadmin: Rgadmin) -> None:
     ok(rgadmin("resourcegroups", "create", "etl-gold", "-mp", "2000", "-bd", "10485760"))
-    assert group(rgadmin, "etl-gold") == UNLIMITED | {
+    assert group(rgadmin, "etl-gold") == ALL_UNLIMITED | {
         "publishRateInMsgs": 2000,
         "dispatchRateInBytes": 10485760,
     }
@@ -32,7 +32,7 @@ def test_create_with_short_flags_omitted_rates_unlimited(rgadmin: Rgadmin) -> No
 def test_get_prints_indented_json(rgadmin: Rgadmin) -> None:
     ok(rgadmin("resourcegroups", "create", "rg"))
     printed = ok(rgadmin("resourcegroups", "get", "rg"))
-    assert printed == json.dumps(UNLIMITED, indent=2) + "\n"
+    assert printed == json.dumps(ALL_UNLIMITED, indent=2) + "\n"
 
 
 def test_create_with_long_flags(rgadmin: Rgadmin) -> None:
@@ -60,13 +60,13 @@ def test_create_with_long_flags(rgadmin: Rgadmin) -> None:
 def test_create_refuses_an_existing_group_and_keeps_it(rgadmin: Rgadmin) -> None:
     ok(rgadmin("resourcegroups", "create", "rg", "-mp", "100"))
     assert "already exists" in failure(rgadmin("resourcegroups", "create", "rg", "-bp", "5"))
-    assert group(rgadmin, "rg") == UNLIMITED | {"publishRateInMsgs": 100}
+    assert group(rgadmin, "rg") == ALL_UNLIMITED | {"publishRateInMsgs": 100}
 
 
 def test_update_changes_only_the_rates_given(rgadmin: Rgadmin) -> None:
     ok(rgadmin("resourcegroups", "create", "rg", "-mp", "100", "-bp", "200"))
     ok(rgadmin("resourcegroups", "update", "rg", "-md", "300", "--msg-publish-rate", "-1"))
-    assert group(rgadmin, "rg") == UNLIMITED | {
+    assert group(rgadmin, "rg") == ALL_UNLIMITED | {
         "publishRateInBytes": 200,
         "dispatchRateInMsgs": 300,
     }

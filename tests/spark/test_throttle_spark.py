@@ -36,7 +36,8 @@ from rgspark import (
     throttle,
     throttled_sink,
 )
-from rgspark._reporter import BURST_S, NamespaceQuota
+from rgspark._reporter import NamespaceQuota
+from rgspark.wire import BURST_S
 from tests.conftest import SUPERUSER
 
 if TYPE_CHECKING:

@@ -1,0 +1,86 @@
+"""The wire contract between rgspark and the ResourceGroups server: what both must agree on.
+
+A worker reports, per namespace and per dimension, what it used and its demand
+(``POST /quota/v1/reporters/{id}/reports``); the server answers with an allocation per
+dimension. The names and figures below are read the same way on both sides, so they are
+defined once, here, and the server imports them: the server depends on rgspark, never
+the reverse. A change here is a change to the protocol.
+
+Public (not ``rgspark._wire``) because another package imports it; jobs have no use for it.
+Standard library only, and Python 3.9 syntax: it ships in the executors' zip.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BURST_S",
+    "DEMAND_CHANGE",
+    "DIMENSIONS",
+    "KINDS",
+    "RATE_FIELDS",
+    "SIGNIFICANT_CHANGE",
+    "UNKNOWN_DEMAND",
+    "UNLIMITED_ALLOCATION",
+    "held_range",
+    "moved",
+]
+
+#: The kinds of traffic: written (``publish``) and read (``dispatch``), as in Pulsar.
+KINDS = ("publish", "dispatch")
+#: The enforced dimensions, as reports and answers name them: a kind followed by ``Msgs``
+#: (rows, in Spark) or ``Bytes``. Every per-dimension sequence on either side is in this order.
+DIMENSIONS = ("publishMsgs", "publishBytes", "dispatchMsgs", "dispatchBytes")
+#: Each dimension's configured rate: its field in a group's JSON (Pulsar's name), as the
+#: answers' ``limits`` and the usage history carry it.
+RATE_FIELDS = {
+    "publishMsgs": "publishRateInMsgs",
+    "publishBytes": "publishRateInBytes",
+    "dispatchMsgs": "dispatchRateInMsgs",
+    "dispatchBytes": "dispatchRateInBytes",
+}
+
+#: An allocation (or fallback allocation) in an answer that limits nothing.
+UNLIMITED_ALLOCATION = -1.0
+#: The most demand a report may carry, and what a reporter sends while it does not know its
+#: demand yet: the server reads this or more as "owed a fair share until it says more". Far
+#: above any real rate (an exabyte per second), low enough that sums stay exact in a double.
+UNKNOWN_DEMAND = 1e18
+#: Seconds of its rate that a reporter's bucket holds: enough for the slices the Spark
+#: helpers charge (about 100 ms of rate), small enough that reporters waking together
+#: cannot burst far past the group's rate (the server's allocator says why: "Burst").
+BURST_S = 0.1
+
+#: A figure (usage, demand, a level) that moved by less than this is not news: the server
+#: keeps what it recorded rather than rewrite it, so that a steady group's inputs, and
+#: grants, stay the same from one report to the next (the allocator's "Held figures").
+SIGNIFICANT_CHANGE = 0.05
+#: A demand that moved by more than this since the last report is reported before the
+#: interval is up, as PIP-82's brokers do on a significant change. It must stay above
+#: `SIGNIFICANT_CHANGE`: a smaller move is held by the server, so reporting it early would
+#: change nothing.
+DEMAND_CHANGE = 0.10
+
+
+def held_range(before: float, tolerance: float = SIGNIFICANT_CHANGE) -> tuple[float, float]:
+    """The figures that count as unchanged from ``before`` (0 or more), as ``(low, high)``:
+    the 5% rule, defined here once. A figure moved when it went down by more than
+    ``tolerance`` of what it was, or up by more than ``tolerance`` of what it became (rates
+    under 1 count as 1): ``|after - before| > tolerance * max(before, after, 1)``.
+
+    As a range, checking a figure is two comparisons, which is what a steady report of
+    thousands of namespaces needs.
+    """
+    # Down: moved once before - after > tolerance * max(before, 1).
+    low = before - tolerance * max(before, 1.0)
+    # Up: moved once after - before > tolerance * max(after, 1); solved for after, on
+    # whichever side of 1 it lands.
+    high = before / (1.0 - tolerance)
+    if high < 1.0:
+        high = before + tolerance
+    return low, high
+
+
+def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) -> bool:
+    """Whether a figure moved out of `held_range` of ``before``."""
+    low, high = held_range(before, tolerance)
+    return not low <= after <= high
