@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
-from app.quota.effective import Effective, GroupQuotas, NamespaceKey
-from app.quota.statements import Figures
+from app.quota.effective import Effective
+from app.quota.types import Figures, GroupQuotas, NamespaceKey, Rates
 
 MAX_REPORTERS = 20_000  # reporters remembered, least recently reporting forgotten first
 MARKER_LOOK_S = 0.1
@@ -49,10 +49,6 @@ class Row(NamedTuple):
     """The group it counts in."""
     planned: int | None
     """The group's marker when last planned."""
-
-
-Rates = tuple[float | None, ...]
-"""A reporter's granted rate per dimension for one namespace; None where unlimited."""
 
 
 class Plan(NamedTuple):

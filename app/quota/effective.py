@@ -7,16 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.models import DIMENSION_COLUMNS, RATE_COLUMN, RATE_COLUMNS
+from app.quota.types import GroupQuotas, NamespaceKey
 from app.schemas import ResourceGroupRead
 from rgspark.wire import DIMENSIONS
 
 _QUOTA_INDEX = [RATE_COLUMNS.index(RATE_COLUMN[dim]) for dim in DIMENSION_COLUMNS]
 _LIMIT_FIELDS = tuple(ResourceGroupRead.model_fields)
-
-NamespaceKey = tuple[str, str]
-GroupQuotas = tuple[float | None, ...]
-"""Per dimension, in `rgspark.wire.DIMENSIONS` order: the rate the group holds it to, or
-None when unlimited (-1 or 0)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,8 @@ from collections.abc import Iterable, Mapping
 from typing import cast
 
 from app.quota.cache import Row
-from app.quota.effective import NamespaceKey
 from app.quota.schemas import DimensionUsage, NamespaceUsage, UsageReport
-from app.quota.statements import ALLOCATION, DEMAND, USAGE, Figures
+from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey
 from rgspark.wire import DIMENSIONS, held_range, moved
 
 __all__ = ["figures_of", "held_ranges", "held_still", "moved_since", "reported_figures"]
@@ -65,9 +64,9 @@ def held_ranges(keys: Iterable[NamespaceKey], rows: dict[NamespaceKey, Row]) -> 
         if row is None:
             held.extend(_NOT_HELD)
             continue
-        for index in range(len(DIMENSIONS)):
-            held.extend(held_range(row.figures[3 * index + USAGE]))
-            held.extend(held_range(row.figures[3 * index + DEMAND]))
+        for usage_at, demand_at in zip(USAGES, DEMANDS, strict=True):
+            held.extend(held_range(row.figures[usage_at]))
+            held.extend(held_range(row.figures[demand_at]))
     return held
 
 
@@ -78,9 +77,9 @@ def reported_figures(usage: NamespaceUsage, covered_s: float, stored: Figures | 
     """A namespace's figures as reported, per second, with the stored allocations."""
     figures: list[float | None] = []
     dims = cast(dict[str, DimensionUsage | None], usage)
-    for index, name in enumerate(DIMENSIONS):
+    for name, allocation_at in zip(DIMENSIONS, ALLOCATIONS, strict=True):
         reported = dims.get(name)
-        allocation = None if stored is None else stored[3 * index + ALLOCATION]
+        allocation = None if stored is None else stored[allocation_at]
         if reported is None:
             figures += (0.0, 0.0, allocation)
         else:
@@ -92,15 +91,11 @@ def moved_since(stored: Figures, usage: NamespaceUsage, covered_s: float) -> boo
     """Whether a reported usage or demand moved out of the `held_range` of what is stored
     (a dimension left out counts as 0)."""
     dims = cast(dict[str, DimensionUsage | None], usage)
-    for name, column in _USAGE_COLUMN.items():
+    for name, usage_at, demand_at in zip(DIMENSIONS, USAGES, DEMANDS, strict=True):
         figures = dims.get(name)
         used, demand = (
             (0.0, 0.0) if figures is None else (figures["used"] / covered_s, figures["demand"])
         )
-        if moved(stored[column], used) or moved(stored[column + 1], demand):
+        if moved(stored[usage_at], used) or moved(stored[demand_at], demand):
             return True
     return False
-
-
-# Where each dimension's usage is in `Figures` (its demand and allocation follow it).
-_USAGE_COLUMN = {name: 3 * index + USAGE for index, name in enumerate(DIMENSIONS)}

@@ -27,9 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.quota.allocator import Levels
-from app.quota.effective import GroupQuotas
 from app.quota.leases import shares_moved
-from app.quota.statements import DEMAND, USAGE, Figures
+from app.quota.types import DEMANDS, USAGES, Figures, GroupQuotas
 from rgspark.wire import UNKNOWN_DEMAND
 
 __all__ = ["SUMMARY_SHARE", "DimensionSummary", "GroupSummary"]
@@ -119,10 +118,10 @@ class GroupSummary:
                 continue
             usage, demand = dimension.usage, dimension.demand
             for old, new in zip(before, after, strict=True):
-                usage += new[3 * index + USAGE] - (0.0 if old is None else old[3 * index + USAGE])
-                demand += _known(new[3 * index + DEMAND]) - (
-                    0.0 if old is None else _known(old[3 * index + DEMAND])
-                )
+                at = USAGES[index]
+                usage += new[at] - (0.0 if old is None else old[at])
+                at = DEMANDS[index]
+                demand += _known(new[at]) - (0.0 if old is None else _known(old[at]))
             dimensions.append(replace(dimension, usage=max(usage, 0.0), demand=max(demand, 0.0)))
         joined = all(old is None for old in before)
         return replace(

@@ -13,8 +13,8 @@ from app.access import Principal
 from app.errors import Forbidden, NotFound, TooManyRequests
 from app.models import NamespacePermission, Tenant
 from app.quota.cache import ReportCache
-from app.quota.effective import NamespaceKey
 from app.quota.repository import UsageRepository
+from app.quota.types import NamespaceKey
 
 __all__ = [
     "authorize_reporting",

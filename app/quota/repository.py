@@ -20,15 +20,14 @@ from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session
 
 from app.quota.cache import MarkerLook, Row
-from app.quota.effective import NamespaceKey
 from app.quota.statements import (
     FIGURE_COLUMNS,
-    Figures,
     Statements,
     new_token,
     new_tokens,
     statements_for,
 )
+from app.quota.types import Figures, NamespaceKey
 
 __all__ = ["GroupRow", "Peer", "Saved", "UsageRepository", "Written"]
 

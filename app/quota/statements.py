@@ -47,17 +47,13 @@ from app.models import (
     Tenant,
     admin_generation,
 )
-from app.quota.effective import NamespaceKey
 from app.quota.leases import LEAVE_WAKE
+from app.quota.types import NamespaceKey
 
-#: One reporter's figures for one namespace, flat, in the order of these ``quota_usage``
-#: columns: usage, demand and allocation of each dimension in turn. Tuples rather than
-#: objects, because a report handles tens of thousands of them.
+#: The ``quota_usage`` columns that hold `app.quota.types.Figures`, in its order.
 FIGURE_COLUMNS = tuple(
     f"{dim}_{part}" for dim in DIMENSION_COLUMNS for part in ("usage", "demand", "allocation")
 )
-Figures = tuple[Any, ...]
-USAGE, DEMAND, ALLOCATION = 0, 1, 2
 _FIGURES = [getattr(QuotaUsage, column) for column in FIGURE_COLUMNS]
 _RATES = [getattr(ResourceGroup, column) for column in RATE_COLUMNS]
 _ALLOCATIONS = [getattr(QuotaUsage, f"{dim}_allocation") for dim in DIMENSION_COLUMNS]

@@ -73,8 +73,8 @@ from app.quota.allocator import (
     granted,
     summarize_columns,
 )
-from app.quota.cache import Answer, LastAnswer, Plan, Rates, ReportCache, ReporterState, Row
-from app.quota.effective import Effective, EffectiveRows, NamespaceKey, parse_namespace
+from app.quota.cache import Answer, LastAnswer, Plan, ReportCache, ReporterState, Row
+from app.quota.effective import Effective, EffectiveRows, parse_namespace
 from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
 from app.quota.leases import fresh_after, lease_s, lease_until, upkeep_s
 from app.quota.levels import DimensionSummary, GroupSummary, Previous
@@ -85,14 +85,8 @@ from app.quota.schemas import (
     ReportResult,
     UsageReport,
 )
-from app.quota.statements import (
-    ALLOCATION,
-    DEMAND,
-    USAGE,
-    Figures,
-    new_token,
-    new_tokens,
-)
+from app.quota.statements import new_token, new_tokens
+from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
 from rgspark.wire import DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
 
 __all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
@@ -515,7 +509,7 @@ def _plan(
         for index, dimension in enumerate(summary.dimensions):
             if dimension is None:
                 continue
-            demand_at = 3 * index + DEMAND
+            demand_at = DEMANDS[index]
             levels = dimension.levels
             settled_shortfall = levels.settled_shortfall
             # Each grant as from the levels settled by the grants before it (`Levels.settled`).
@@ -555,7 +549,7 @@ def _in_force_in(entry: _Entry, group: str) -> Rates:
     was in another group."""
     if entry.row is None or entry.row.group != group:
         return _ALL_UNLIMITED
-    return tuple(entry.row.figures[3 * index + ALLOCATION] for index in range(len(DIMENSIONS)))
+    return tuple(entry.row.figures[at] for at in ALLOCATIONS)
 
 
 def _summarize(
@@ -583,12 +577,12 @@ def _summarize(
         if quota is None:
             dimensions.append(None)
             continue
-        demands = columns[3 * index + DEMAND]
-        allocations = [*columns[3 * index + ALLOCATION][:peers], *had[index]]
+        demands = columns[DEMANDS[index]]
+        allocations = [*columns[ALLOCATIONS[index]][:peers], *had[index]]
         dimensions.append(
             DimensionSummary(
                 summarize_columns(quota, names, demands, allocations),
-                sum(columns[3 * index + USAGE], 0.0),
+                sum(columns[USAGES[index]], 0.0),
                 sum([d for d in demands if d < UNKNOWN_DEMAND], 0.0),
             )
         )
@@ -645,12 +639,12 @@ def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) 
                 entry.planned = None
                 entry.write = True
         figures = list(entry.figures)
-        for index, after in enumerate(rates):
-            before = figures[3 * index + ALLOCATION]
+        for at, after in zip(ALLOCATIONS, rates, strict=True):
+            before = figures[at]
             if (before is None) != (after is None) or (
                 before is not None and after is not None and moved(before, after, ALLOCATION_CHANGE)
             ):
-                figures[3 * index + ALLOCATION] = after
+                figures[at] = after
                 entry.changed = entry.write = True
         entry.figures = tuple(figures)
 
@@ -699,8 +693,8 @@ def _leave(left: dict[str, list[float]], row: Row) -> None:
     if row.group is None:
         return
     taken = left.setdefault(row.group, [0.0] * len(DIMENSIONS))
-    for index in range(len(DIMENSIONS)):
-        taken[index] += row.figures[3 * index + ALLOCATION] or 0.0
+    for index, at in enumerate(ALLOCATIONS):
+        taken[index] += row.figures[at] or 0.0
 
 
 def _by_dimension(rates: Rates) -> dict[str, float]:
