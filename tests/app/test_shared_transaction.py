@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.models import QuotaUsage
 from app.quota.cache import MARKER_LOOK_S, ReportCache
-from app.quota.repository import UsageRepository
+from app.quota.repository import SHARED_LOOK_BACK, SHARED_LOOK_EXTRA, UsageRepository
 from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
@@ -106,6 +106,22 @@ class TestOneTransactionsReports:
             assert made is not None
             assert moved != found
             session.rollback()
+
+    def test_a_look_swamped_by_changes_before_since_still_finds_those_after(
+        self, app: FastAPI, engine: Engine
+    ) -> None:
+        # More markers moved in the look back than a look reaches on (a broker's report
+        # moves thousands): the one after ``since`` is still found.
+        since = datetime.now(UTC)
+        swamping = [f"g{i:03d}" for i in range(SHARED_LOOK_EXTRA + 10)]
+        with transaction(app) as session:
+            UsageRepository.of(session).move_markers(swamping, since - SHARED_LOOK_BACK / 2)
+            UsageRepository.of(session).move_markers(["late"], since + timedelta(seconds=1))
+            session.commit()
+        with transaction(app) as session:
+            found, made = UsageRepository.of(session).changed_markers(since, 1, NOW)
+        assert [name for name, _ in found] == ["late"]
+        assert made is not None and not made.complete
 
     def test_groups_are_locked_once_per_transaction(self, app: FastAPI, engine: Engine) -> None:
         with transaction(app) as session, statements(engine, "INSERT INTO quota_groups") as seen:
