@@ -403,16 +403,23 @@ class UsageRepository:
             self.shared.locked.update(names)
 
     def peers(
-        self, reporter_id: str, groups: list[str], now: datetime, fresh_after: datetime
+        self,
+        reporter_id: str,
+        groups: list[str],
+        now: datetime,
+        fresh_after: datetime,
+        *,
+        plan_now: bool = False,
     ) -> list[Peer]:
-        """The other live reporters' fresh rows in the groups."""
+        """The other live reporters' fresh rows in the groups; read by a plan made for the
+        tables as they are now if ``plan_now`` (`_planned_now`: for groups that are large)."""
         parameters = {
             "reporter_id": reporter_id,
             "now": now,
             "fresh_after": fresh_after,
             "groups": groups,
         }
-        if self.sql.postgresql:
+        if plan_now and self.sql.postgresql:
             rows = self._planned_now(self.sql.peers, parameters)
         else:
             rows = self._run(self.sql.peers, parameters).all()
@@ -427,8 +434,10 @@ class UsageRepository:
         that read a row or a report's own rows, not one that reads every row of groups
         which grow: planned while a group was small, its peers were read by nested loops
         over every reporter, one second for 5,000 reporters where a fresh plan takes 6 ms
-        (`benchmarks.group_size`). So it is run unprepared, planned afresh each time: that
-        costs a fraction of a millisecond, once per summary of the groups.
+        (`benchmarks.group_size`). So a large group's is run unprepared, planned afresh:
+        that costs half a millisecond, once per summary of the group, which a group of n
+        reporters makes once every n/32 grants. A small group's, read at every grant after
+        a change, keeps the prepared plan, which reads its few rows quickly.
         """
         driver: psycopg.Connection[Any] = self.connection.connection.driver_connection  # type: ignore[assignment]
         threshold, driver.prepare_threshold = driver.prepare_threshold, None

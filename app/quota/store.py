@@ -77,7 +77,7 @@ from app.quota.cache import Answer, LastAnswer, Plan, ReportCache, ReporterState
 from app.quota.effective import Effective, EffectiveRows, parse_namespace
 from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
 from app.quota.leases import fresh_after, lease_s, lease_until, upkeep_s
-from app.quota.levels import DimensionSummary, GroupSummary, Previous
+from app.quota.levels import SUMMARY_SHARE, DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Saved, UsageRepository, Written
 from app.quota.schemas import (
@@ -474,7 +474,12 @@ def _plan(
     counted: dict[str, tuple[float, ...]] = {}
     unsummarized = [group for group in stale if group not in summaries]
     if unsummarized:
-        for group, reporter, key, figures in queries.peers(reporter_id, unsummarized, now, fresh):
+        # A group summarized from many rows is read by a plan made for it as it is now; a
+        # few rows, any plan reads quickly (`UsageRepository.peers`).
+        plan_now = any(_units(previous.get(group)) * SUMMARY_SHARE > 1 for group in unsummarized)
+        for group, reporter, key, figures in queries.peers(
+            reporter_id, unsummarized, now, fresh, plan_now=plan_now
+        ):
             peers[group].append((reporter, key, figures))
         counted = queries.in_force(unsummarized)
     plan_ids = iter(new_tokens(len(stale)))
@@ -542,6 +547,13 @@ def _plan(
         if stats is not None:
             stats.record(group, *_totals(summary, in_force))
     return set(stale)
+
+
+def _units(previous: Previous | None) -> int:
+    """The rows a group's last summary was made from (0 for a group never summarized)."""
+    if previous is None:
+        return 0
+    return max((levels.reporters for levels in previous[1] if levels is not None), default=0)
 
 
 def _in_force_in(entry: _Entry, group: str) -> Rates:

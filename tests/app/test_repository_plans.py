@@ -1,6 +1,6 @@
-"""The peers of a group are read by a plan made for the group as it is now (PostgreSQL):
-their statement is never prepared, so PostgreSQL keeps no generic plan for it, made while
-the group was small; the other statements stay prepared."""
+"""The peers of a large group are read by a plan made for the group as it is now
+(PostgreSQL): their statement is then not prepared, so PostgreSQL keeps no generic plan for
+it, made while the group was small; the other statements stay prepared."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_the_peers_statement_is_planned_afresh_while_others_stay_prepared(
     with state_of(app).sessions() as session, session.begin():
         queries = UsageRepository.of(session)
         for _ in range(RUNS):
-            assert queries.peers("r1", ["g1"], now, now - timedelta(minutes=1)) == []
+            assert queries.peers("r1", ["g1"], now, now - timedelta(minutes=1), plan_now=True) == []
             queries.generation()
         prepared = session.execute(text("SELECT statement FROM pg_prepared_statements"))
         statements = [" ".join(statement.split()) for statement in prepared.scalars()]
