@@ -97,19 +97,19 @@ import httpx
 try:
     from rgspark._admin import AdminClient
     from rgspark._reporter import NamespaceQuota, Reporter
-    from rgspark.wire import DIMENSIONS, moved
+    from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
     from rgspark._admin import AdminClient
     from rgspark._reporter import NamespaceQuota, Reporter
-    from rgspark.wire import DIMENSIONS, moved
+    from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
 
 from app.config import Settings
 from app.quota.allocator import Levels, Report, grant, summarize
 from app.quota.changes import POLL_S
 from app.quota.fair import max_min_fair
-from app.quota.leases import GRACE_INTERVALS, LEAVE_WAKE, lease_s, shares_moved
+from app.quota.leases import LEAVE_WAKE, lease_s, shares_moved
 from app.quota.levels import SUMMARY_SHARE
 from app.quota.store import ALLOCATION_CHANGE
 

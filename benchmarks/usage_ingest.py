@@ -84,7 +84,6 @@ from sqlalchemy import make_url
 
 from app.auth import create_token, generate_secret_key
 from app.config import Settings
-from app.quota.leases import GRACE_INTERVALS
 from benchmarks._http_load import _run_loop, event_loop_name, percentile
 from benchmarks._servers import (
     HOST,
@@ -95,7 +94,7 @@ from benchmarks._servers import (
     server_env,
     stop,
 )
-from rgspark.wire import DIMENSIONS
+from rgspark.wire import DIMENSIONS, GRACE_INTERVALS
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SUPERUSER = "admin"

@@ -38,10 +38,9 @@ import math
 from datetime import datetime, timedelta
 
 from app.quota.allocator import Levels
-from rgspark.wire import SIGNIFICANT_CHANGE, moved
+from rgspark.wire import GRACE_INTERVALS, SIGNIFICANT_CHANGE, moved
 
 __all__ = [
-    "GRACE_INTERVALS",
     "LEAVE_WAKE",
     "REFRESH_INTERVALS",
     "SILENT_INTERVALS",
@@ -52,8 +51,8 @@ __all__ = [
     "upkeep_s",
 ]
 
-SILENT_INTERVALS = 3  # a reporter with a lease of one interval is gone after this many
-GRACE_INTERVALS = SILENT_INTERVALS - 1  # past its lease, before a reporter is gone
+# A reporter with a lease of one interval is gone after this many (rgspark.wire's grace).
+SILENT_INTERVALS = 1 + GRACE_INTERVALS
 LEAVE_WAKE = 0.02  # of a group's allocations in force: a leave that wakes its reporters
 REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing moved
 

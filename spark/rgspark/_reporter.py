@@ -76,6 +76,7 @@ from .wire import (
     BURST_S,
     DEMAND_CHANGE,
     DIMENSIONS,
+    GRACE_INTERVALS,
     KINDS,
     UNKNOWN_DEMAND,
     UNLIMITED_ALLOCATION,
@@ -93,7 +94,6 @@ MIN_SPACING = 0.125  # of the report interval: the least time between two report
 # Long enough for a starting task's first charges (the estimator then measures it), short
 # enough that a worker which announces and idles holds a share it does not use only briefly.
 CLAIM = 0.25
-GRACE_INTERVALS = 2  # past its lease, the server counts a reporter gone: see fail-static
 DEFAULT_INTERVAL_S = 1.0  # the server's default report interval, until an answer says
 WATCH_S = 30.0  # how long one long poll on changes waits for one
 MAX_WATCHED_GROUPS = 100  # the most groups one long poll watches (the server's limit)

@@ -16,6 +16,7 @@ __all__ = [
     "BURST_S",
     "DEMAND_CHANGE",
     "DIMENSIONS",
+    "GRACE_INTERVALS",
     "KINDS",
     "RATE_FIELDS",
     "SIGNIFICANT_CHANGE",
@@ -45,6 +46,10 @@ UNLIMITED_ALLOCATION = -1.0
 #: demand yet: the server reads this or more as "owed a fair share until it says more". Far
 #: above any real rate (an exabyte per second), low enough that sums stay exact in a double.
 UNKNOWN_DEMAND = 1e18
+#: Report intervals past its last answer's lease (``leaseMs``) after which the server counts a
+#: reporter gone, its rows deleted and its share freed; a worker that cannot reach the server
+#: holds its last allocation until then (fail-static), never longer.
+GRACE_INTERVALS = 2
 #: Seconds of its rate that a reporter's bucket holds: enough for the slices the Spark
 #: helpers charge (about 100 ms of rate), small enough that reporters waking together
 #: cannot burst far past the group's rate (the server's allocator says why: "Burst").
