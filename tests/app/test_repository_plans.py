@@ -5,6 +5,7 @@ it, made while the group was small; the other statements stay prepared."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
@@ -12,6 +13,14 @@ from sqlalchemy import Engine, text
 
 from app.quota.repository import UsageRepository
 from app.state import state_of
+from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
+    INTERVAL_S,
+    Auth,
+    body,
+    report,
+    world,
+)
+from tests.factories import FakeClock
 
 RUNS = 15  # past the 5 runs after which the driver prepares a statement (psycopg's default)
 
@@ -31,3 +40,32 @@ def test_the_peers_statement_is_planned_afresh_while_others_stay_prepared(
         statements = [" ".join(statement.split()) for statement in prepared.scalars()]
     assert not [statement for statement in statements if "quota_usage.written_at >" in statement]
     assert [statement for statement in statements if "FROM admin_changes" in statement]
+
+
+@pytest.mark.usefixtures("world")
+@pytest.mark.parametrize(("workers", "planned_now"), [(8, False), (48, True)])
+def test_only_a_large_groups_peers_are_planned_now(
+    servers: list[FastAPI],
+    auth: Auth,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    workers: int,
+    planned_now: bool,
+) -> None:
+    # Every worker joins, then each wants more (a change): the group is summarized again
+    # from its peers, which a group of more than 32 rows has read by a plan made now.
+    reads: list[bool] = []
+    real_peers = UsageRepository.peers
+
+    def peers(self: UsageRepository, *args: Any, plan_now: bool = False) -> Any:
+        reads.append(plan_now)
+        return real_peers(self, *args, plan_now=plan_now)
+
+    headers = auth("job")
+    for demand in (10.0, 20.0):
+        clock.now += INTERVAL_S
+        for worker in range(workers):
+            report(servers[worker % 2], headers, f"w{worker}", body(clock, demand))
+        monkeypatch.setattr(UsageRepository, "peers", peers)  # from the change on
+    assert reads
+    assert any(reads) is planned_now
