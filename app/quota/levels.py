@@ -118,10 +118,9 @@ class GroupSummary:
                 continue
             usage, demand = dimension.usage, dimension.demand
             for old, new in zip(before, after, strict=True):
-                at = USAGES[index]
-                usage += new[at] - (0.0 if old is None else old[at])
-                at = DEMANDS[index]
-                demand += _known(new[at]) - (0.0 if old is None else _known(old[at]))
+                usage_at, demand_at = USAGES[index], DEMANDS[index]
+                usage += new[usage_at] - (0.0 if old is None else old[usage_at])
+                demand += _known(new[demand_at]) - (0.0 if old is None else _known(old[demand_at]))
             dimensions.append(replace(dimension, usage=max(usage, 0.0), demand=max(demand, 0.0)))
         joined = all(old is None for old in before)
         return replace(
