@@ -11,11 +11,12 @@ reporter of the group (from the shared store), as of the last such report.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -64,7 +65,10 @@ class Metrics:
         self._requests: dict[tuple[str, str, int], Counter] = {}
         self._latencies: dict[tuple[str, str], Histogram] = {}
         self.groups = GroupStats(clock, STALE_INTERVALS * lease_s)
-        r.register(self.groups)
+
+    def exposition(self) -> bytes:
+        """Every metric in Prometheus' text format."""
+        return generate_latest(self.registry) + self.groups.exposition()
 
     def role(self, role: str) -> RoleMetrics:
         metrics = self._roles.get(role)
@@ -111,11 +115,39 @@ GroupTotals = tuple[str, float, float, float, float]
 """(dimension, limit, usage, demand, allocation) of one group."""
 
 
-class GroupStats(Collector):
+_GROUP_FAMILIES = (
+    ("limit", "A group's configured rate per second; -1 when unlimited."),
+    ("usage", "Units per second used, summed over fresh reports."),
+    ("demand", "Units per second wanted, summed over fresh reports that know it."),
+    ("allocation", "Sum of the rates allocated to the group's reporters."),
+)
+_REPORTERS_HELP = "Reporters with fresh reports."
+
+
+def _label(value: str) -> str:
+    """A label's value as the text format quotes it (prometheus_client's escaping)."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _value(value: float) -> str:
+    """A sample's value: Python's shortest repr, which Prometheus reads as it is (Go's
+    ParseFloat), at a third of the cost of prometheus_client's Go-styled one."""
+    if math.isfinite(value):
+        return repr(value)
+    return "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
+
+
+def _family(name: str, text: str, samples: list[str]) -> str:
+    return f"# HELP {name} {text}\n# TYPE {name} gauge\n" + "".join(samples)
+
+
+class GroupStats:
     """Each group's latest figures, as the last report about it saw them.
 
     Reports record plain tuples (a report may touch thousands of groups, so this must cost
-    next to nothing); the gauges are built when Prometheus scrapes.
+    next to nothing); the text is written when Prometheus scrapes, by `exposition`, not by
+    prometheus_client's families: at PIP-82's scale (100,000 groups, 1.7 million samples)
+    building a sample object per figure took 9 s a scrape, longer than Prometheus waits.
     """
 
     def __init__(self, clock: Callable[[], float], stale_after_s: float) -> None:
@@ -135,32 +167,31 @@ class GroupStats(Collector):
             if (figures := known.get(group)) is not None:
                 known[group] = (now, *figures[1:])
 
-    def collect(self) -> Iterator[Metric]:
+    def latest(self) -> list[tuple[str, int, Sequence[GroupTotals]]]:
+        """Each group's name, reporters and totals; groups silent too long are dropped."""
         horizon = self._clock() - self.stale_after_s
         for group in [g for g, (seen, _, _) in list(self._groups.items()) if seen < horizon]:
             self._groups.pop(group, None)
-        labels = ["group", "dimension"]
-        families = {
-            name: GaugeMetricFamily(f"rg_resource_group_{name}", text, labels=labels)
-            for name, text in (
-                ("limit", "A group's configured rate per second; -1 when unlimited."),
-                ("usage", "Units per second used, summed over fresh reports."),
-                ("demand", "Units per second wanted, summed over fresh reports that know it."),
-                ("allocation", "Sum of the rates allocated to the group's reporters."),
-            )
-        }
-        reporters = GaugeMetricFamily(
-            "rg_resource_group_reporters", "Reporters with fresh reports.", labels=["group"]
-        )
-        for group, (_, count, totals) in list(self._groups.items()):
-            reporters.add_metric([group], count)
+        return [(group, count, totals) for group, (_, count, totals) in list(self._groups.items())]
+
+    def exposition(self) -> bytes:
+        """The groups' figures in Prometheus' text format (as `generate_latest` writes
+        them): five gauge families labelled by group, and by dimension but the reporters'."""
+        figures: list[list[str]] = [[] for _ in _GROUP_FAMILIES]
+        limits, usages, demands, allocations = figures
+        reporters: list[str] = []
+        for group, count, totals in self.latest():
+            label = _label(group)
+            reporters.append(f'rg_resource_group_reporters{{group="{label}"}} {_value(count)}\n')
             for dimension, limit, usage, demand, allocation in totals:
-                for name, value in (
-                    ("limit", limit),
-                    ("usage", usage),
-                    ("demand", demand),
-                    ("allocation", allocation),
-                ):
-                    families[name].add_metric([group, dimension], value)
-        yield from families.values()
-        yield reporters
+                labels = f'{{group="{label}",dimension="{_label(dimension)}"}} '
+                limits.append(f"rg_resource_group_limit{labels}{_value(limit)}\n")
+                usages.append(f"rg_resource_group_usage{labels}{_value(usage)}\n")
+                demands.append(f"rg_resource_group_demand{labels}{_value(demand)}\n")
+                allocations.append(f"rg_resource_group_allocation{labels}{_value(allocation)}\n")
+        parts = [
+            _family(f"rg_resource_group_{name}", text, samples)
+            for (name, text), samples in zip(_GROUP_FAMILIES, figures, strict=True)
+        ]
+        parts.append(_family("rg_resource_group_reporters", _REPORTERS_HELP, reporters))
+        return "".join(parts).encode()

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import re
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,13 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 
+from app.metrics import GroupStats, GroupTotals
 from app.state import state_of
 from tests.conftest import make_settings
 from tests.factories import create_group, create_namespace, create_tenant, running_app
@@ -105,3 +111,81 @@ def test_database_errors_are_counted(secret_key: bytes) -> None:
         client = TestClient(app, raise_server_exceptions=False)
         assert client.get("/health").status_code == 503
         assert value(scrape(client), "rg_database_errors_total", kind="OperationalError") == 1
+
+
+GROUPS: dict[str, tuple[int, tuple[GroupTotals, ...]]] = {
+    "rg": (
+        2,
+        (("publishMsgs", 1000.0, 800.0, 1300.0, 999.5), ("publishBytes", -1.0, 0.0, 0.0, -1.0)),
+    ),
+    'odd "name" \\ with\na newline': (
+        1,
+        (("dispatchMsgs", 1e21, -math.inf, math.inf, 12345678.9),),
+    ),
+    "idle": (0, ()),
+}
+
+
+class _Families(Collector):
+    """The same figures as prometheus_client's own gauge families write them."""
+
+    def collect(self) -> Iterator[Metric]:
+        figures = ("limit", "usage", "demand", "allocation")
+        families = [
+            GaugeMetricFamily(f"rg_resource_group_{name}", "", labels=["group", "dimension"])
+            for name in figures
+        ]
+        reporters = GaugeMetricFamily("rg_resource_group_reporters", "", labels=["group"])
+        for group, (count, totals) in GROUPS.items():
+            reporters.add_metric([group], count)
+            for dimension, *values in totals:
+                for family, figure in zip(families, values, strict=True):
+                    family.add_metric([group, dimension], figure)
+        yield from families
+        yield reporters
+
+
+def _parsed(text: bytes) -> dict[str, tuple[str, list[Any]]]:
+    return {
+        family.name: (family.type, family.samples)
+        for family in text_string_to_metric_families(text.decode())
+    }
+
+
+def test_group_figures_read_back_as_prometheus_client_writes_them() -> None:
+    stats = GroupStats(clock=lambda: 0.0, stale_after_s=60.0)
+    for group, (count, totals) in GROUPS.items():
+        stats.record(group, count, totals)
+    oracle = CollectorRegistry()
+    oracle.register(_Families())
+
+    ours, theirs = _parsed(stats.exposition()), _parsed(generate_latest(oracle))
+
+    assert ours == theirs
+    assert len(theirs["rg_resource_group_limit"][1]) == 3
+
+
+def test_a_scrape_holds_up_no_other_request(server: FastAPI) -> None:
+    """Writing a fleet's metrics takes a second; requests are served meanwhile."""
+    writing, written = threading.Event(), threading.Event()
+
+    class SlowStats(GroupStats):
+        def exposition(self) -> bytes:
+            writing.set()
+            assert written.wait(timeout=30)
+            return super().exposition()
+
+    metrics = state_of(server).metrics
+    metrics.groups = SlowStats(lambda: 0.0, 60.0)
+    with TestClient(server) as client:  # one event loop for every request
+        scraped: list[int] = []
+        scrape = threading.Thread(target=lambda: scraped.append(client.get("/metrics").status_code))
+        scrape.start()
+        try:
+            assert writing.wait(timeout=30)
+            assert client.get("/health").status_code == 200  # while the text is being written
+            assert scrape.is_alive()
+        finally:
+            written.set()
+            scrape.join(timeout=30)
+    assert scraped == [200]
