@@ -288,7 +288,11 @@ def serve(
     a PostgreSQL one is not: run `rgadmin migrate` first, and after each upgrade (the server
     refuses to start on a schema behind its own).
     """
+    import math
+
     import uvicorn
+
+    from app.quota.leases import keep_alive_s
 
     settings = _bootstrap()
     _announce(settings, host, port)
@@ -303,6 +307,9 @@ def serve(
         # Workers hold long polls on admin changes (`app.quota.changes`): a stopping server
         # ends them after this, and the workers poll the next one.
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        timeout_keep_alive=math.ceil(
+            keep_alive_s(settings.report_interval_seconds, settings.report_lease_seconds)
+        ),
     )
 
 

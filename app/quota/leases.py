@@ -45,6 +45,7 @@ __all__ = [
     "REFRESH_INTERVALS",
     "SILENT_INTERVALS",
     "fresh_after",
+    "keep_alive_s",
     "lease_s",
     "lease_until",
     "shares_moved",
@@ -65,6 +66,15 @@ def lease_s(*, steady: bool, interval_s: float, max_lease_s: float) -> float:
 def lease_until(now: datetime, lease: float, interval_s: float) -> datetime:
     """When a reporter given ``lease`` now is gone unless it reports again."""
     return now + timedelta(seconds=lease + GRACE_INTERVALS * interval_s)
+
+
+def keep_alive_s(interval_s: float, max_lease_s: float) -> float:
+    """How long the server keeps a worker's idle connection open: as long as it counts the
+    worker alive after a report (the longest lease and the grace). A steady worker's next
+    report then comes on the same connection, so to the server process that remembers it
+    (`app.quota.cache`); on a new one, a process of ``--workers N`` picked by the kernel
+    would plan the worker's group anew, under the group's lock, at every steady report."""
+    return max(max_lease_s, interval_s) + GRACE_INTERVALS * interval_s
 
 
 def upkeep_s(interval_s: float, max_lease_s: float) -> float:

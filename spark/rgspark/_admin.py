@@ -26,6 +26,12 @@ _ERRORS = {
 }
 
 
+KEEPALIVE_S = 60.0
+"""How long an idle connection is kept: beyond a steady worker's lease (8 s by default) and
+its grace, which the server keeps it open for, so that each report reaches the server process
+that answered the last one and remembers the worker (a new connection may reach another)."""
+
+
 class AdminClient:
     """A thin client of ``/quota/v1``; `transport` lets tests plug in ``httpx.MockTransport``."""
 
@@ -47,7 +53,9 @@ class AdminClient:
             timeout=timeout,
             transport=transport,
             # Without: a connection per call, so that `_trace` knows the socket in flight.
-            limits=httpx.Limits() if keep_alive else httpx.Limits(max_keepalive_connections=0),
+            limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S)
+            if keep_alive
+            else httpx.Limits(max_keepalive_connections=0),
         )
         self._socket: socket.socket | None = None  # of the last connection opened
         #: The throttle time of the last answer (``X-Throttle-Time-Ms``), in seconds: the

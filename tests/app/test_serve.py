@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,15 +24,15 @@ from tests.factories import running_app
 RGADMIN = str(Path(sys.executable).with_name("rgadmin"))
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """``rgadmin serve`` in an empty directory with no RG_ settings at all."""
+@contextlib.contextmanager
+def _serving(directory: Path, **settings: str) -> Iterator[str]:
+    """``rgadmin serve`` in ``directory`` with no RG_ settings but ``settings``; its URL."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("RG_")}
     port = free_port()
     process = subprocess.Popen(
         [RGADMIN, "serve", "--port", str(port), "--no-access-log"],
-        cwd=tmp_path,
-        env=env,
+        cwd=directory,
+        env={**env, **settings},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -47,10 +49,17 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 time.sleep(0.1)
         else:
             pytest.fail("the server did not come up")
-        yield url, tmp_path
+        yield url
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.communicate(timeout=15)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """``rgadmin serve`` in an empty directory with no RG_ settings at all."""
+    with _serving(tmp_path) as url:
+        yield url, tmp_path
 
 
 def test_first_run_is_secured_and_tells_how_to_get_a_token(served: tuple[str, Path]) -> None:
@@ -90,3 +99,27 @@ def test_database_down_is_a_quick_503(secret_key: bytes) -> None:
 
 def bearer_for(secret_key: bytes) -> dict[str, str]:
     return {"Authorization": f"Bearer {create_token(subject='admin', secret_key=secret_key)}"}
+
+
+def _health(connection: socket.socket) -> bytes:
+    connection.sendall(b"GET /health HTTP/1.1\r\nHost: rg\r\n\r\n")
+    return connection.recv(65536)
+
+
+def test_a_workers_connection_outlasts_its_lease(tmp_path: Path) -> None:
+    """Kept open for a lease and the grace (2 + 2 x 0.5 s here), not uvicorn's 5 s: a steady
+    worker's next report reaches the server process that remembers it."""
+    settings = {
+        "RG_AUTH_ENABLED": "false",
+        "RG_REPORT_INTERVAL_SECONDS": "0.5",
+        "RG_REPORT_LEASE_SECONDS": "2",
+    }
+    with _serving(tmp_path, **settings) as url:
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            assert _health(connection).startswith(b"HTTP/1.1 200")
+            time.sleep(2.5)  # a lease, and a late report's half interval
+            assert _health(connection).startswith(b"HTTP/1.1 200")
+            time.sleep(3.5)  # past the lease and the grace, not yet uvicorn's default
+            connection.settimeout(0.5)
+            assert connection.recv(65536) == b""  # closed by the server, not still open
