@@ -31,10 +31,12 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   on the default lease, each first settling through a few reports), all in one group unless
   ``--spark-groups`` says otherwise, on the same database with the usage tables emptied
   first. Each step's new workers join at once (within their first second) and settle in its
-  warm-up (6 s: a worker plans its group at its first four reports); ``joins_max_ms`` says
-  how long the last of them waited for its first answer. Open loop: a fixed rate of reports,
-  spread evenly over each second, on as many keep-alive connections as are in flight;
-  latency counts from when a report was due, so a server that falls behind cannot hide it.
+  warm-up (20 s: a worker plans its group at its first four reports, one plan of the group at
+  a time); ``joins_max_ms`` says how long the last of them waited for its first answer.
+  Open loop: a fixed rate of reports, spread evenly over each second, each worker on a
+  keep-alive connection of its own, as an rgspark worker process holds one (so that its
+  reports reach the server process that answered its last); latency counts from when a
+  report was due, so a server that falls behind cannot hide it.
   The rate steps up (doubling, then bisecting) to the highest whose p99 latency stays under
   100 ms with no failures; that rate times the seconds between one worker's reports is how
   many worker processes one server process holds (their long polls on changes, a request
@@ -61,7 +63,6 @@ import asyncio
 import contextlib
 import http.client
 import json
-import math
 import os
 import random
 import shutil
@@ -120,8 +121,10 @@ GONE_AFTER_S = (
     Settings.model_fields["report_lease_seconds"].default + GRACE_INTERVALS * SPARK_INTERVAL_S
 )
 # A new worker's first four reports each plan its group (it probes, then grows into its
-# share); a step's warm-up gives them those and two seconds to spare before measuring.
-SETTLE_S = 6.0
+# share), and the plans of a group run one at a time (under its lock): a step's warm-up gives
+# the hundreds of workers that join at its start those plans (over 3,000 for 800 workers,
+# about ten seconds here) and the backlog they leave time to drain before measuring.
+SETTLE_S = 20.0
 SPARK_VERSIONS = 4  # versions of each worker's report, its figures jittered, sent in turn
 P99_BAR_S = 0.100
 NAMESPACES_PER_TENANT = 1000
@@ -632,7 +635,9 @@ class _SparkConnection(asyncio.Protocol):
 
 
 class _Pool:
-    """Keep-alive connections handed out first come, first served; due reports queue here."""
+    """A keep-alive connection per worker, as each rgspark worker process holds one (so its
+    reports reach one server process); a worker's report due while its last is in flight
+    waits for it."""
 
     def __init__(
         self, port: int, step: StepResult, requests: list[list[tuple[bytes, bytes]]]
@@ -640,19 +645,21 @@ class _Pool:
         self.port = port
         self.step = step
         self.requests = requests
-        self.idle: deque[_SparkConnection] = deque()
-        self.waiting: deque[_Job] = deque()
+        self.connections: dict[int, _SparkConnection] = {}
+        self.waiting: dict[int, deque[_Job]] = {}
+        """Per worker, its reports due while it had none open or one in flight."""
         self.in_flight: set[_SparkConnection] = set()
         self.open = 0
         self.all_done: asyncio.Future[None] | None = None
-        self.opening = 0
 
     def submit(self, job: _Job) -> None:
-        if self.idle:
-            self._send(self.idle.popleft(), job)
-        else:
-            self.waiting.append(job)
-            self._grow()
+        connection = self.connections.get(job.reporter)
+        if connection is not None and connection.job is None:
+            self._send(connection, job)
+            return
+        self.waiting.setdefault(job.reporter, deque()).append(job)
+        if connection is None and len(self.waiting[job.reporter]) == 1:
+            asyncio.get_running_loop().create_task(self.connect(job.reporter))
 
     def _send(self, connection: _SparkConnection, job: _Job) -> None:
         versions = self.requests[job.reporter]
@@ -662,6 +669,14 @@ class _Pool:
             self.step.send_lags.append(now - job.due)
         self.in_flight.add(connection)
         connection.send(job, prefix + str(round(time.time() * 1000)).encode() + suffix)
+
+    def _next(self, connection: _SparkConnection, reporter: int) -> None:
+        waiting = self.waiting.get(reporter)
+        if waiting:
+            self._send(connection, waiting.popleft())
+        else:
+            self.waiting.pop(reporter, None)
+            self._check_done()
 
     def completed(self, connection: _SparkConnection, job: _Job, status: int, body: bytes) -> None:
         now = time.perf_counter()
@@ -674,48 +689,38 @@ class _Pool:
             step.statuses[status] = step.statuses.get(status, 0) + 1
             if status == 200 and b'"accepted":true' not in body:
                 step.not_accepted += 1
-        if self.waiting:
-            self._send(connection, self.waiting.popleft())
-        else:
-            self.idle.append(connection)
-            self._check_done()
+        self._next(connection, job.reporter)
 
     def lost(self, connection: _SparkConnection) -> None:
         self.open -= 1
+        reporter = next((r for r, c in self.connections.items() if c is connection), None)
+        if reporter is not None:
+            del self.connections[reporter]
         if connection in self.in_flight:
             self.in_flight.discard(connection)
             job = connection.job
             if job is not None and job.measured:
                 self.step.connection_errors += 1
-        with contextlib.suppress(ValueError):
-            self.idle.remove(connection)
-        if self.waiting:
-            self._grow()
+        if reporter is not None and self.waiting.get(reporter):
+            asyncio.get_running_loop().create_task(self.connect(reporter))
         self._check_done()
 
-    def _grow(self) -> None:
-        # One more connection per report queued behind busy ones: the pool grows to what
-        # is in flight, as many clients would open.
-        if self.opening < len(self.waiting):
-            asyncio.get_running_loop().create_task(self.connect())
-
-    async def connect(self) -> None:
+    async def connect(self, reporter: int) -> None:
         loop = asyncio.get_running_loop()
-        self.opening += 1
         try:
             _, connection = await loop.create_connection(
                 lambda: _SparkConnection(self), HOST, self.port
             )
         except OSError:
-            self.opening -= 1
+            for job in self.waiting.pop(reporter, ()):
+                if job.measured:
+                    self.step.connection_errors += 1
+            self._check_done()
             return
-        self.opening -= 1
         self.open += 1
         self.step.connections = max(self.step.connections, self.open)
-        if self.waiting:
-            self._send(connection, self.waiting.popleft())
-        else:
-            self.idle.append(connection)
+        self.connections[reporter] = connection
+        self._next(connection, reporter)
 
     def _check_done(self) -> None:
         done = self.all_done
@@ -723,7 +728,7 @@ class _Pool:
             done.set_result(None)
 
     def close(self) -> None:
-        for connection in [*self.idle, *self.in_flight]:
+        for connection in self.connections.values():
             if connection.transport is not None:
                 connection.transport.abort()
 
@@ -779,9 +784,6 @@ async def _spark_step(
     step = StepResult(rate=rate, seconds=seconds)
     pool = _Pool(port, step, _spark_requests(reporters, groups, token, port, every_s))
     loop = asyncio.get_running_loop()
-    # Connections for 20 ms of reports are open before the clock starts; more open on demand.
-    for _ in range(min(reporters, max(2, math.ceil(rate * 0.02)))):
-        await pool.connect()
     total = warmup + seconds
     count = int(total * rate)
     start = time.perf_counter() + 0.05
@@ -800,7 +802,7 @@ async def _spark_step(
         await asyncio.wait_for(asyncio.shield(pool.all_done), GRACE_S)
     step.client_cpu_seconds = time.process_time() - cpu_start
     step.timeouts += sum(1 for c in pool.in_flight if c.job is not None and c.job.measured) + sum(
-        1 for job in pool.waiting if job.measured
+        1 for jobs in pool.waiting.values() for job in jobs if job.measured
     )
     pool.close()
     step.latencies.sort()
@@ -925,8 +927,9 @@ def _spark(
             "report_interval_seconds": SPARK_INTERVAL_S,
             "report_every_seconds": every_s,
             "load": "open loop: a fixed rate of reports spread evenly over each second, each "
-            "reporter reporting every report_every_seconds, reporters spread round-robin over "
-            "the groups; latency from when each report was due",
+            "reporter reporting every report_every_seconds on a keep-alive connection of its "
+            "own, reporters spread round-robin over the groups; latency from when each report "
+            "was due",
             "warmup_seconds_per_step": args.spark_warmup,
             "measured_seconds_per_step": args.spark_seconds,
         },
@@ -1013,7 +1016,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--spark-warmup",
         type=float,
-        help="Unmeasured seconds per step, while the step's new workers join and settle (6).",
+        help="Unmeasured seconds per step, while the step's new workers join and settle (20).",
     )
     parser.add_argument(
         "--spark-server-processes",
