@@ -42,6 +42,7 @@ from app.quota import history
 from app.quota.cache import ReportCache
 from app.quota.changes import ChangeWatch, Reading
 from app.quota.repository import UsageRepository
+from app.quota.store import STALE_REPORT_INTERVALS
 from app.readcache import group_cache_for
 from app.request_quotas import RequestThrottle
 from app.state import AppState, attach, state_of
@@ -102,7 +103,9 @@ def build_state(settings: Settings, clock: Callable[[], float]) -> AppState:
         sessions=sessions,
         group_cache=group_cache_for(engine),
         report_cache=ReportCache(),
-        report_lanes=ReportLanes(sessions),
+        report_lanes=ReportLanes(
+            sessions, STALE_REPORT_INTERVALS * settings.report_interval_seconds
+        ),
         changes=ChangeWatch(partial(_changes, sessions)),
         metrics=metrics,
         request_throttle=throttle,

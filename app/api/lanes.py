@@ -17,6 +17,13 @@ session, in arrival order, and a report refused for its own fault (a 4xx) is ref
 the batch is rolled back and its reports are stored again one by one. Should the database
 fail the batch (it is down), every report in it gets that error, as each would have alone.
 Reports that name several namespaces (a broker's) take no lane.
+
+A report that waited in its lane for ``max_wait_s`` (two report intervals: by then it is too
+old to be stored) is answered 503 without a transaction: when reports arrive faster than
+the database takes them, a lane would otherwise go on storing reports whose workers gave up
+on them long ago (and sent newer ones, which wait behind), and take longer with every one.
+The worker backs off and reports again (rgspark's fail-static rule holds its share
+meanwhile).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.api import deps
-from app.errors import AppError
+from app.errors import AppError, ServiceUnavailable
 from app.models import QuotaReporter
 
 MAX_BATCH = 32
@@ -43,6 +50,7 @@ Work = Callable[[Session], bytes]
 class _Report:
     reporter_id: str
     work: Work
+    queued_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
     answer: asyncio.Future[bytes] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
@@ -51,8 +59,9 @@ class _Report:
 class ReportLanes:
     """A queue per namespace with a report waiting or being stored (none otherwise)."""
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    def __init__(self, sessions: sessionmaker[Session], max_wait_s: float) -> None:
         self.sessions = sessions
+        self.max_wait_s = max_wait_s
         self._waiting: dict[str, list[_Report]] = {}
         self._draining: set[asyncio.Task[None]] = set()
 
@@ -78,13 +87,29 @@ class ReportLanes:
         waiting = self._waiting[namespace]
         try:
             while waiting:
+                self._shed(waiting)
                 batch = waiting[:MAX_BATCH]
                 del waiting[:MAX_BATCH]
-                await self._store(batch)
+                if batch:
+                    await self._store(batch)
         finally:
             del self._waiting[namespace]
             for report in waiting:  # only when cancelled, at shutdown
                 report.answer.cancel()
+
+    def _shed(self, waiting: list[_Report]) -> None:
+        """Answer the reports that waited too long (the oldest, first in line) with a 503."""
+        oldest = asyncio.get_running_loop().time() - self.max_wait_s
+        shed = 0
+        while shed < len(waiting) and waiting[shed].queued_at <= oldest:
+            shed += 1
+        if shed:
+            overloaded = ServiceUnavailable(
+                f"Report not stored: it waited over {self.max_wait_s:g} s in line, with "
+                f"{len(waiting)} reports of its namespace; report again after backing off"
+            )
+            _fail(waiting[:shed], overloaded)
+            del waiting[:shed]
 
     async def _store(self, batch: list[_Report]) -> None:
         try:

@@ -19,7 +19,15 @@ from pydantic import ValidationError
 from app.access import Principal
 from app.api import deps
 from app.api.deps import CurrentPrincipal, StateDep
-from app.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized, responses
+from app.errors import (
+    BadRequest,
+    Forbidden,
+    NotFound,
+    ServiceUnavailable,
+    TooManyRequests,
+    Unauthorized,
+    responses,
+)
 from app.quota import reporters, store
 from app.quota.changes import MAX_WAIT_S
 from app.quota.schemas import (
@@ -41,7 +49,9 @@ ReporterId = Annotated[
     str, Path(pattern=REPORTER_ID_PATTERN, description="A reporter's id: 1-64 of A-Z a-z 0-9 _ -")
 ]
 _ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
-_REPORT_ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound, TooManyRequests)
+_REPORT_ERRORS = responses(
+    BadRequest, Unauthorized, Forbidden, NotFound, TooManyRequests, ServiceUnavailable
+)
 
 
 # A report of thousands of namespaces is validated by pydantic straight from its bytes, in

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from app.api.lanes import MAX_BATCH, ReportLanes, Work
-from app.errors import Forbidden
+from app.errors import Forbidden, ServiceUnavailable
 from app.models import RequestQuota
 from app.state import state_of
 
@@ -65,7 +65,7 @@ async def queue_behind_first(
 def test_reports_queued_behind_one_are_stored_in_one_transaction(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(state_of(app).sessions), Reports()
+    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=60), Reports()
     roles = [f"r{index}" for index in range(5)]
 
     answers = asyncio.run(
@@ -81,7 +81,7 @@ def test_reports_queued_behind_one_are_stored_in_one_transaction(
 def test_a_failing_report_fails_alone_and_the_others_are_stored_once(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(state_of(app).sessions), Reports()
+    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=60), Reports()
 
     answers = asyncio.run(
         queue_behind_first(
@@ -105,7 +105,7 @@ def test_a_failing_report_fails_alone_and_the_others_are_stored_once(
 def test_a_long_queue_is_stored_in_batches_of_at_most_max_batch(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(state_of(app).sessions), Reports()
+    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=60), Reports()
     roles = [f"r{index:03d}" for index in range(MAX_BATCH + 3)]
 
     answers = asyncio.run(
@@ -123,7 +123,7 @@ def test_a_long_queue_is_stored_in_batches_of_at_most_max_batch(
 def test_reports_without_a_lane_and_of_other_namespaces_do_not_wait(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(state_of(app).sessions), Reports()
+    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=60), Reports()
 
     async def run() -> list[bytes]:
         first = asyncio.ensure_future(
@@ -143,3 +143,29 @@ def test_reports_without_a_lane_and_of_other_namespaces_do_not_wait(
         reports.release_first.set()
     assert asyncio.run(run()) == [b"first", b"broker", b"other"]
     assert stored(engine) == ["broker", "first", "other"]
+
+
+def test_reports_that_waited_too_long_are_answered_503_unstored(
+    app: FastAPI, engine: Engine
+) -> None:
+    """A lane sheds what waited past its workers' patience; what came after is stored."""
+    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=0.2), Reports()
+
+    async def run() -> list[bytes | BaseException]:
+        first = asyncio.ensure_future(
+            lanes.submit("t/ns", "first", reports.store("first", first=True))
+        )
+        await asyncio.to_thread(reports.first_started.wait, 10)
+        old = [asyncio.ensure_future(lanes.submit("t/ns", r, reports.store(r))) for r in "ab"]
+        await asyncio.sleep(0.3)  # the first one's transaction holds them past their wait
+        new = asyncio.ensure_future(lanes.submit("t/ns", "c", reports.store("c")))
+        await asyncio.sleep(0.01)
+        reports.release_first.set()
+        return await asyncio.gather(first, *old, new, return_exceptions=True)
+
+    first, a, b, c = asyncio.run(run())
+
+    assert (first, c) == (b"first", b"c")
+    assert isinstance(a, ServiceUnavailable) and isinstance(b, ServiceUnavailable)
+    assert a.status_code == 503 and "waited over 0.2 s in line, with 3 reports" in a.reason
+    assert stored(engine) == ["c", "first"]
