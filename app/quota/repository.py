@@ -195,19 +195,7 @@ class UsageRepository:
         if not rows:
             return
         if self.sql.postgresql:
-            keys, groups, planned, figures = zip(*rows, strict=True)
-            tenants, names = zip(*keys, strict=True)
-            parameters: dict[str, Any] = {
-                "reporter_id": reporter_id,
-                "now": now,
-                "tenants": _Array(tenants),
-                "names": _Array(names),
-                "groups": _Array(groups),
-                "planned": _Array(planned),
-            }
-            for column, values in zip(FIGURE_COLUMNS, zip(*figures, strict=True), strict=True):
-                parameters[column] = _Array(values)
-            self._run(self.sql.upsert_arrays, parameters)
+            self._run(self.sql.upsert_arrays, _upserted(reporter_id, now, rows))
             return
         written = []
         for (tenant, namespace), group, marker, values in rows:
@@ -222,6 +210,30 @@ class UsageRepository:
             )
             written.append(row)
         self._run(self.sql.upsert, written)
+
+    def write(
+        self,
+        reporter_id: str,
+        now: datetime,
+        rows: Sequence[Written],
+        groups: Sequence[Saved],
+        moving: Collection[str],
+        token: int | None,
+    ) -> set[str]:
+        """`upsert` the rows, `save_groups` the groups, and give the reporter's rows a new
+        ``token`` (unless None); on PostgreSQL, all three in one statement. Returns the
+        groups among ``moving`` given new markers."""
+        if not (self.sql.postgresql and rows and groups and token is not None):
+            self.upsert(reporter_id, now, rows)
+            moved = self.save_groups(groups, moving, now)
+            if token is not None:
+                self.retoken(reporter_id, token)
+            return moved
+        self._markers_move()
+        saved, moved = self._saved(groups, moving, now)
+        parameters = {**_upserted(reporter_id, now, rows), **saved, "token": token}
+        self._run(self.sql.write_arrays, parameters)
+        return moved
 
     def drop(self, reporter_id: str, keys: Sequence[NamespaceKey]) -> None:
         self._run(self.sql.drop, {"reporter_id": reporter_id, **self.sql.keys(keys)})
@@ -348,18 +360,7 @@ class UsageRepository:
         if not groups:
             return moved
         if self.sql.postgresql:
-            names, summaries, sums, wakes = zip(*groups, strict=True)
-            tokens = iter(new_tokens(len(moved)))
-            arrays: dict[str, Any] = {
-                "names": _Array(names),
-                "levels": _Array(summaries),
-                "woken": _Array([int(woken) for woken in wakes]),
-                "markers": _Array([next(tokens) if name in moved else None for name in names]),
-                "now": now,
-            }
-            for name, values in zip(self.sql.set_in_force, zip(*sums, strict=True), strict=True):
-                arrays[name] = _Array(values)
-            self._run(self.sql.save_groups_arrays, arrays)
+            self._run(self.sql.save_groups_arrays, self._saved(groups, moved, now)[0])
             return moved
         rows = []
         for group, levels, in_force, woken in groups:
@@ -373,6 +374,24 @@ class UsageRepository:
         self._run(self.sql.save_group, rows)
         self.move_markers(moved, now)
         return moved
+
+    def _saved(
+        self, groups: Sequence[Saved], moving: Collection[str], now: datetime
+    ) -> tuple[dict[str, Any], set[str]]:
+        """The parameters of `Statements.save_groups_arrays`, and the groups given markers."""
+        moved = {group for group, *_ in groups if group in moving}
+        names, summaries, sums, wakes = zip(*groups, strict=True)
+        tokens = iter(new_tokens(len(moved)))
+        arrays: dict[str, Any] = {
+            "group_names": _Array(names),
+            "levels": _Array(summaries),
+            "woken": _Array([int(woken) for woken in wakes]),
+            "markers": _Array([next(tokens) if name in moved else None for name in names]),
+            "now": now,
+        }
+        for name, values in zip(self.sql.set_in_force, zip(*sums, strict=True), strict=True):
+            arrays[name] = _Array(values)
+        return arrays, moved
 
     def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
         """Take allocations out of their groups' sums in force: rows that left the groups."""
@@ -445,6 +464,23 @@ class UsageRepository:
             return self._run(statement, parameters).all()  # type: ignore[no-any-return]
         finally:
             driver.prepare_threshold = threshold
+
+
+def _upserted(reporter_id: str, now: datetime, rows: Sequence[Written]) -> dict[str, Any]:
+    """The parameters of `Statements.upsert_arrays`."""
+    keys, groups, planned, figures = zip(*rows, strict=True)
+    tenants, names = zip(*keys, strict=True)
+    parameters: dict[str, Any] = {
+        "reporter_id": reporter_id,
+        "now": now,
+        "tenants": _Array(tenants),
+        "names": _Array(names),
+        "groups": _Array(groups),
+        "planned": _Array(planned),
+    }
+    for column, values in zip(FIGURE_COLUMNS, zip(*figures, strict=True), strict=True):
+        parameters[column] = _Array(values)
+    return parameters
 
 
 def _refresh_at_commit(session: Session) -> None:

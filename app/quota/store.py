@@ -279,11 +279,11 @@ def submit(
 
     # 4. Write.
     if accepted:
-        if _write(
+        written = _write(
             queries, reporter_id, entries, [(key, rows[key]) for key in dropped], saved, moment
-        ):
-            state.token = new_token()
-            queries.retoken(reporter_id, state.token)
+        )
+        if written is not None:
+            state.token = written
             state.rows = {
                 entry.key: Row(entry.figures, entry.effective.group, entry.planned)
                 if entry.write
@@ -668,10 +668,11 @@ def _write(
     dropped: list[tuple[NamespaceKey, Row]],
     saved: list[Saved],
     now: datetime,
-) -> bool:
+) -> int | None:
     """Write the rows due, drop namespaces no longer reported, store the groups planned
     (``saved``), and change the markers of the groups whose inputs changed (with the
-    groups stored, those among them). Returns whether any row was written or dropped."""
+    groups stored, those among them). Returns the new token of the reporter's rows, if any
+    was written or dropped."""
     rows: list[Written] = []
     changed: set[str] = set()
     # Allocations that leave a group (rows dropped, or moved to another group) leave its
@@ -679,6 +680,8 @@ def _write(
     left: dict[str, list[float]] = {}
     for _, stored in dropped:
         _leave(left, stored)
+        if stored.group is not None:
+            changed.add(stored.group)
     for entry in entries:
         if entry.row is not None and entry.row.group != entry.effective.group:
             _leave(left, entry.row)
@@ -690,15 +693,14 @@ def _write(
             for name in (group, entry.row.group if entry.row is not None else None):
                 if name is not None:
                     changed.add(name)
-    queries.upsert(reporter_id, now, rows)
+    token = new_token() if rows or dropped else None
+    # The groups stored before their sums in force lose what left them.
+    moved_already = queries.write(reporter_id, now, rows, saved, changed, token)
     if dropped:
         queries.drop(reporter_id, [key for key, _ in dropped])
-        changed.update(row.group for _, row in dropped if row.group is not None)
-    # Stored before their sums in force lose what left them.
-    moved_already = queries.save_groups(saved, changed, now)
     queries.take_in_force(left)
     queries.move_markers(changed - moved_already, now)
-    return bool(rows or dropped)
+    return token
 
 
 def _leave(left: dict[str, list[float]], row: Row) -> None:
