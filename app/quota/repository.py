@@ -71,6 +71,9 @@ class _Shared:
     """(reporter, refresh by, now) of the rows to refresh, all in one statement at commit."""
     locked: set[str] = field(default_factory=set)
     """Groups whose lock the transaction holds."""
+    groups: dict[str, GroupRow] = field(default_factory=dict)
+    """Rows of groups it holds, as it last read or wrote them: nothing else writes them
+    until it ends, so the next report of the group it stores reads them here."""
 
 
 _SHARED = "usage_reports"
@@ -167,6 +170,7 @@ class UsageRepository:
     def forget(self, reporter_ids: list[str], now: datetime) -> None:
         """Drop the reporters with their rows, and re-mark the groups they counted in."""
         self._markers_move()
+        self._forget_groups(None)
         parameters = {"reporters": reporter_ids}
         leaving = {
             row[0]: tuple(row[1:])
@@ -179,6 +183,7 @@ class UsageRepository:
 
     def forget_deleted_groups(self) -> None:
         self._markers_move()
+        self._forget_groups(None)
         self._run(self.sql.forget_markers)
 
     # A reporter's rows
@@ -233,6 +238,7 @@ class UsageRepository:
         saved, moved = self._saved(groups, moving, now)
         parameters = {**_upserted(reporter_id, now, rows), **saved, "token": token}
         self._run(self.sql.write_arrays, parameters)
+        self._remember_groups(groups, saved["markers"])
         return moved
 
     def drop(self, reporter_id: str, keys: Sequence[NamespaceKey]) -> None:
@@ -319,6 +325,7 @@ class UsageRepository:
         names = sorted(set(groups))
         if not names:
             return
+        self._forget_groups(names)
         if self.sql.postgresql:
             markers = _Array(new_tokens(len(names)))
             self._run(
@@ -332,10 +339,19 @@ class UsageRepository:
     def group_rows(self, groups: list[str]) -> dict[str, GroupRow]:
         """Each group's marker, summary (its JSON, None if never summarized) and sums in
         force; a group that has no row is left out."""
-        return {
-            row[0]: GroupRow(row[1], row[2], tuple(row[3:]))
-            for row in self._run(self.sql.group_rows, {"groups": groups}).all()
-        }
+        shared = self.shared
+        known = {} if shared is None else shared.groups
+        found = {group: row for group in groups if (row := known.get(group)) is not None}
+        unknown = [group for group in groups if group not in found] if found else groups
+        if unknown:
+            read = {
+                row[0]: GroupRow(row[1], row[2], tuple(row[3:]))
+                for row in self._run(self.sql.group_rows, {"groups": unknown}).all()
+            }
+            found.update(read)
+            if shared is not None:
+                known.update((group, row) for group, row in read.items() if group in shared.locked)
+        return found
 
     def wakes(self, groups: Sequence[str]) -> dict[str, int]:
         """Each group's wake (`app.quota.leases`); a group that has no row is left out."""
@@ -360,7 +376,9 @@ class UsageRepository:
         if not groups:
             return moved
         if self.sql.postgresql:
-            self._run(self.sql.save_groups_arrays, self._saved(groups, moved, now)[0])
+            saved, _ = self._saved(groups, moved, now)
+            self._run(self.sql.save_groups_arrays, saved)
+            self._remember_groups(groups, saved["markers"])
             return moved
         rows = []
         for group, levels, in_force, woken in groups:
@@ -372,6 +390,7 @@ class UsageRepository:
             parameters.update(zip(self.sql.set_in_force, in_force, strict=True))
             rows.append(parameters)
         self._run(self.sql.save_group, rows)
+        self._forget_groups([group for group, *_ in groups])
         self.move_markers(moved, now)
         return moved
 
@@ -393,9 +412,36 @@ class UsageRepository:
             arrays[name] = _Array(values)
         return arrays, moved
 
+    def _remember_groups(self, groups: Sequence[Saved], markers: Sequence[int | None]) -> None:
+        """The rows of groups just stored, as stored, for the transaction's next reads (new
+        markers given, or the ones read)."""
+        if self.shared is None:
+            return
+        known, locked = self.shared.groups, self.shared.locked
+        for (group, levels, in_force, _), marker in zip(groups, markers, strict=True):
+            read = known.get(group)
+            if group not in locked or (marker is None and read is None):
+                continue  # not held, or its marker is not known here
+            known[group] = GroupRow(
+                marker if marker is not None else read.marker,  # type: ignore[union-attr]
+                levels,
+                tuple(in_force),
+            )
+
+    def _forget_groups(self, groups: Iterable[str] | None) -> None:
+        """The rows of those groups (of all, if None) are changed: read them again."""
+        if self.shared is None:
+            return
+        if groups is None:
+            self.shared.groups.clear()
+            return
+        for group in groups:
+            self.shared.groups.pop(group, None)
+
     def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
         """Take allocations out of their groups' sums in force: rows that left the groups."""
         self._markers_move()
+        self._forget_groups(taken)
         rows = []
         for group in sorted(taken):  # in the order reports lock groups
             parameters: dict[str, Any] = {"group_name": group}

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
-from app.models import QuotaUsage
+from app.models import QuotaGroup, QuotaUsage
 from app.quota.cache import MARKER_LOOK_S, ReportCache
 from app.quota.repository import SHARED_LOOK_BACK, SHARED_LOOK_EXTRA, UsageRepository
 from app.state import state_of
@@ -130,6 +130,30 @@ class TestOneTransactionsReports:
             UsageRepository.of(session).lock(["g1"], now)
             UsageRepository.of(session).lock(["g1", "g2"], now)
             assert len(seen) == 2
+            session.rollback()
+
+    def test_a_group_held_is_read_once_then_as_the_transaction_wrote_it(
+        self, app: FastAPI, engine: Engine
+    ) -> None:
+        now = datetime.now(UTC)
+        sums = (1.0, 2.0, 3.0, 4.0)
+        with transaction(app) as session, statements(engine, "FROM quota_groups") as seen:
+            queries = UsageRepository.of(session)
+            queries.lock(["g"], now)
+            first = queries.group_rows(["g"])["g"]
+            queries.save_groups([("g", '{"levels": 1}', sums, False)], {"g"}, now)
+            again = UsageRepository.of(session).group_rows(["g"])["g"]
+            reads = [s for s in seen if s.lstrip().startswith("SELECT")]
+            # SQLite's path moves the marker in a statement of its own, and reads it back.
+            assert len(reads) == (1 if engine.dialect.name == "postgresql" else 2)
+            stored = session.execute(
+                select(QuotaGroup.marker, QuotaGroup.levels).where(QuotaGroup.name == "g")
+            ).one()
+            assert (again.marker, again.levels) == tuple(stored)
+            assert again.marker != first.marker and again.in_force == sums
+            queries.take_in_force({"g": (1.0, 0.0, 0.0, 0.0)})
+            after = UsageRepository.of(session).group_rows(["g"])["g"]
+            assert after.in_force == (0.0, 2.0, 3.0, 4.0)  # read again, as changed
             session.rollback()
 
     def test_rows_are_refreshed_at_commit_every_reporters_in_one_statement(
