@@ -33,8 +33,8 @@ def make_engine(database_url: str) -> Engine:
         return engine
     return create_engine(
         url,
-        # Fail fast when the database is down (the API answers 503) and recover when it is back.
-        pool_pre_ping=True,
+        # Fail fast when the database is down (the API answers 503). A connection it closed
+        # meanwhile is replaced when a transaction finds it so (`app.api.deps`).
         connect_args={"connect_timeout": 5},
     )
 

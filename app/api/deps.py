@@ -150,11 +150,27 @@ def is_retryable(exc: DBAPIError) -> bool:
     return getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES
 
 
+class _ConnectionLost(Exception):
+    """The pooled connection was found closed before the transaction could commit."""
+
+    def __init__(self, error: DBAPIError) -> None:
+        self.error = error
+
+
 def _run(sessions: sessionmaker[Session], work: Callable[[Session], T], writes: bool) -> T:
     attempt = 1
+    reconnected = False
     while True:
         try:
             return _attempt(sessions, work, writes)
+        except _ConnectionLost as lost:
+            # The database closed the connection while it sat in the pool (it restarted, or
+            # a proxy dropped it idle): nothing was committed, so the work runs once more on
+            # a new connection (the engine let go of every connection older than the error).
+            # Checking each connection before use instead cost a round trip per transaction.
+            if reconnected:
+                raise lost.error from None
+            reconnected = True
         except DBAPIError as exc:
             if not is_retryable(exc):
                 raise
@@ -170,12 +186,20 @@ def _attempt(sessions: sessionmaker[Session], work: Callable[[Session], T], writ
     # one thread, so a request never holds a connection while waiting for a thread (which
     # deadlocks once every thread waits for a connection held by a request without one).
     with sessions() as session:
+        committing = False
         try:
             if writes:
                 begin_write(session)
             result = work(session)
             if writes:
+                committing = True
                 session.commit()
+        except DBAPIError as exc:
+            session.rollback()
+            # Lost while committing, the commit may have happened: that is not retried.
+            if exc.connection_invalidated and not committing:
+                raise _ConnectionLost(exc) from exc
+            raise
         except BaseException:
             session.rollback()
             raise
