@@ -828,6 +828,12 @@ def _step_summary(step: StepResult, meter: Meter, every_s: float) -> dict[str, A
         "p99_ms": round(percentile(lat, 0.99) * 1000, 1),
         "max_ms": round(lat[-1] * 1000, 1) if lat else None,
         "failed": step.failed,
+        "failures": {
+            **{f"status_{code}": n for code, n in sorted(step.statuses.items()) if code != 200},
+            "not_accepted": step.not_accepted,
+            "connection_errors": step.connection_errors,
+            "timeouts": step.timeouts,
+        },
         "passed": step.passed,
         "connections": step.connections,
         # Near 1.0: the server process was saturated.
