@@ -29,10 +29,12 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
 - ``spark``: many workers, each reporting one namespace every second
   (``RG_REPORT_INTERVAL_SECONDS=1``), or every ``--spark-every`` seconds (8: steady workers
   on the default lease, each first settling through a few reports), all in one group unless
-  ``--spark-groups`` says otherwise, on the same database with the usage tables emptied
-  first. Each step's new workers join at once (within their first second) and settle in its
-  warm-up (20 s: a worker plans its group at its first four reports, one plan of the group at
-  a time); ``joins_max_ms`` says how long the last of them waited for its first answer.
+  ``--spark-groups`` says otherwise, on the same database. Each step is a fleet of its own:
+  a server started anew on emptied usage tables, whose workers all join at once (within
+  their first second) and settle in its warm-up (20 s: a worker plans its group at its first
+  four reports, one plan of the group at a time); ``joins_max_ms`` says how long the last of
+  them waited for its first answer. (Steps that shared a server measured each in the wake of
+  the one before: its workers gone, every other worker of the group planned it again.)
   Open loop: a fixed rate of reports, spread evenly over each second, each worker on a
   keep-alive connection of its own, as an rgspark worker process holds one (so that its
   reports reach the server process that answered its last); latency counts from when a
@@ -84,7 +86,6 @@ from psycopg import sql
 from sqlalchemy import make_url
 
 from app.auth import create_token, generate_secret_key
-from app.config import Settings
 from benchmarks._http_load import _run_loop, event_loop_name, percentile
 from benchmarks._servers import (
     HOST,
@@ -95,7 +96,7 @@ from benchmarks._servers import (
     server_env,
     stop,
 )
-from rgspark.wire import DIMENSIONS, GRACE_INTERVALS
+from rgspark.wire import DIMENSIONS
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 SUPERUSER = "admin"
@@ -115,11 +116,6 @@ BROKER_BAR_FRACTION = 0.10
 STEADY_JITTER = 0.02  # below the 5% under which a row need not be rewritten
 CHANGE = 0.10  # above it: every row is rewritten
 SPARK_INTERVAL_S = 1.0
-# The server's default lease and grace: a worker that stops reporting is gone this long
-# after its last (steady) report.
-GONE_AFTER_S = (
-    Settings.model_fields["report_lease_seconds"].default + GRACE_INTERVALS * SPARK_INTERVAL_S
-)
 # A new worker's first four reports each plan its group (it probes, then grows into its
 # share), and the plans of a group run one at a time (under its lock): a step's warm-up gives
 # the hundreds of workers that join at its start those plans (over 3,000 for 800 workers,
@@ -775,11 +771,9 @@ async def _spark_step(
     every_s: float,
     warmup: float,
     seconds: float,
-    known: int,
 ) -> StepResult:
     """Offer ``rate`` reports per second, each worker's every ``every_s``, for ``warmup +
-    seconds``; measure the last ``seconds``, and the first reports of the workers beyond the
-    ``known`` ones of earlier steps (joining)."""
+    seconds``; measure the last ``seconds``, and each worker's first report (joining)."""
     reporters = max(1, round(rate * every_s))
     step = StepResult(rate=rate, seconds=seconds)
     pool = _Pool(port, step, _spark_requests(reporters, groups, token, port, every_s))
@@ -794,7 +788,7 @@ async def _spark_step(
         if delay > 0.0005:
             await asyncio.sleep(delay)
         reporter, round_ = index % reporters, index // reporters
-        measured, joins = index / rate >= warmup, round_ == 0 and reporter >= known
+        measured, joins = index / rate >= warmup, round_ == 0
         pool.submit(_Job(due, reporter, round_, measured, joins))
     pool.all_done = loop.create_future()
     pool._check_done()
@@ -850,43 +844,46 @@ def _step_summary(step: StepResult, meter: Meter, every_s: float) -> dict[str, A
 def _spark(
     args: argparse.Namespace, workdir: Path, env: dict[str, str], token: str, processes: int
 ) -> dict[str, Any]:
-    server = serve_rgadmin(
-        workdir,
-        f"spark-{processes}",
-        {**env, "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S)},
-        workers=processes,
-    )
     database = DatabaseCpu(env["RG_DATABASE_URL"])
     steps: list[dict[str, Any]] = []
-
-    reporters_before = 0
+    samples = [0, 0.0]  # the history sampler's, over every step's server
     every_s = args.spark_every
 
     def run(rate: float) -> bool:
-        nonlocal reporters_before
-        # Workers reporting less often than the interval (steady ones, on their leases)
-        # join and settle first, a few reports each, so that what is measured is steady.
-        warmup = max(args.spark_warmup, 3 * every_s if every_s > SPARK_INTERVAL_S else 0.0)
-        known = reporters_before  # alive from the previous step; the others join
-        if rate * every_s < reporters_before:
-            # The previous step's extra reporters stop: wait until the server counts them gone.
-            warmup = max(warmup, GONE_AFTER_S + 0.5)
-        reporters_before = round(rate * every_s)
-        meter = Meter(server, database)
-        meter.start()
-        step = _run_loop(
-            lambda: _spark_step(
-                server.port,
-                token,
-                args.spark_groups,
-                rate,
-                every_s,
-                warmup,
-                args.spark_seconds,
-                known,
-            )
+        # Each step on a server of its own, its tables emptied: a fleet of its own, every
+        # worker joining, so that no step is measured in the wake of the one before (whose
+        # workers, gone, would have every worker of the group plan it again meanwhile).
+        _empty_usage(env["RG_DATABASE_URL"])
+        server = serve_rgadmin(
+            workdir,
+            f"spark-{processes}",
+            {**env, "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S)},
+            workers=processes,
         )
-        meter.stop()
+        started = time.perf_counter()
+        try:
+            # Workers reporting less often than the interval (steady ones, on their leases)
+            # join and settle first, a few reports each, so that what is measured is steady.
+            warmup = max(args.spark_warmup, 3 * every_s if every_s > SPARK_INTERVAL_S else 0.0)
+            meter = Meter(server, database)
+            meter.start()
+            step = _run_loop(
+                lambda: _spark_step(
+                    server.port,
+                    token,
+                    args.spark_groups,
+                    rate,
+                    every_s,
+                    warmup,
+                    args.spark_seconds,
+                )
+            )
+            meter.stop()
+            sampled = _history_sampling(server, started)
+            samples[0] += sampled["samples"]
+            samples[1] += sampled["seconds"] or 0.0
+        finally:
+            stop(server)
         steps.append(_step_summary(step, meter, every_s))
         _progress(
             f"spark {rate:.0f}/s: p99 {steps[-1]['p99_ms']} ms, failed {step.failed}, "
@@ -917,10 +914,14 @@ def _spark(
                 low = best = middle
             else:
                 worst = middle
-        sampling = _history_sampling(server, started)
     finally:
         database.close()
-        stop(server)
+    wall = time.perf_counter() - started
+    sampling = {
+        "samples": samples[0],
+        "seconds": _round(samples[1]),
+        "share_of_run_wall": _round(samples[1] / wall, 4),
+    }
     return {
         "model": {
             "server_processes": processes,
