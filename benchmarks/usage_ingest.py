@@ -116,11 +116,13 @@ BROKER_BAR_FRACTION = 0.10
 STEADY_JITTER = 0.02  # below the 5% under which a row need not be rewritten
 CHANGE = 0.10  # above it: every row is rewritten
 SPARK_INTERVAL_S = 1.0
-# A new worker's first four reports each plan its group (it probes, then grows into its
-# share), and the plans of a group run one at a time (under its lock): a step's warm-up gives
-# the hundreds of workers that join at its start those plans (over 3,000 for 800 workers,
-# about ten seconds here) and the backlog they leave time to drain before measuring.
+# A new worker's first `PLANNING_REPORTS` reports each plan its group (it probes, then grows
+# into its share), and the plans of a group run one at a time (under its lock): a step's
+# warm-up gives the hundreds of workers that join at its start those plans (over 3,000 for
+# 800 workers, about ten seconds here) and the backlog they leave time to drain before
+# measuring.
 SETTLE_S = 20.0
+PLANNING_REPORTS = 4
 SPARK_VERSIONS = 4  # versions of each worker's report, its figures jittered, sent in turn
 P99_BAR_S = 0.100
 NAMESPACES_PER_TENANT = 1000
@@ -863,8 +865,9 @@ def _spark(
         started = time.perf_counter()
         try:
             # Workers reporting less often than the interval (steady ones, on their leases)
-            # join and settle first, a few reports each, so that what is measured is steady.
-            warmup = max(args.spark_warmup, 3 * every_s if every_s > SPARK_INTERVAL_S else 0.0)
+            # join and settle first, their planning reports all sent (and half a period to
+            # spare) before what is measured, which is then steady.
+            warmup = max(args.spark_warmup, (PLANNING_REPORTS + 0.5) * every_s)
             meter = Meter(server, database)
             meter.start()
             step = _run_loop(
