@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -102,8 +103,23 @@ def bearer_for(secret_key: bytes) -> dict[str, str]:
 
 
 def _health(connection: socket.socket) -> bytes:
+    """``GET /health`` on the connection; the head of its answer, read whole with its body."""
     connection.sendall(b"GET /health HTTP/1.1\r\nHost: rg\r\n\r\n")
-    return connection.recv(65536)
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += _received(connection)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length: *(\d+)", head)
+    assert length is not None, head
+    while len(body) < int(length[1]):
+        body += _received(connection)
+    return head
+
+
+def _received(connection: socket.socket) -> bytes:
+    chunk = connection.recv(65536)
+    assert chunk, "the server closed the connection"
+    return chunk
 
 
 def test_a_workers_connection_outlasts_its_lease(tmp_path: Path) -> None:
