@@ -235,11 +235,8 @@ class UsageRepository:
                 self.retoken(reporter_id, token)
             return moved
         self._markers_move()
-        saved, moved = self._saved(groups, moving, now)
-        parameters = {**_upserted(reporter_id, now, rows), **saved, "token": token}
-        self._run(self.sql.write_arrays, parameters)
-        self._remember_groups(groups, saved["markers"])
-        return moved
+        written = {**_upserted(reporter_id, now, rows), "token": token}
+        return self._store_groups(self.sql.write_arrays, groups, moving, now, written)
 
     def drop(self, reporter_id: str, keys: Sequence[NamespaceKey]) -> None:
         self._run(self.sql.drop, {"reporter_id": reporter_id, **self.sql.keys(keys)})
@@ -376,10 +373,7 @@ class UsageRepository:
         if not groups:
             return moved
         if self.sql.postgresql:
-            saved, _ = self._saved(groups, moved, now)
-            self._run(self.sql.save_groups_arrays, saved)
-            self._remember_groups(groups, saved["markers"])
-            return moved
+            return self._store_groups(self.sql.save_groups_arrays, groups, moved, now, {})
         rows = []
         for group, levels, in_force, woken in groups:
             parameters: dict[str, Any] = {
@@ -394,23 +388,34 @@ class UsageRepository:
         self.move_markers(moved, now)
         return moved
 
-    def _saved(
-        self, groups: Sequence[Saved], moving: Collection[str], now: datetime
-    ) -> tuple[dict[str, Any], set[str]]:
-        """The parameters of `Statements.save_groups_arrays`, and the groups given markers."""
+    def _store_groups(
+        self,
+        statement: Any,
+        groups: Sequence[Saved],
+        moving: Collection[str],
+        now: datetime,
+        parameters: dict[str, Any],
+    ) -> set[str]:
+        """Run ``statement`` (one that stores the groups as `Statements.save_groups_arrays`
+        does) with ``parameters`` and the groups' own, those among ``moving`` given new
+        markers; remember the groups' rows as stored. Returns the groups given markers."""
         moved = {group for group, *_ in groups if group in moving}
         names, summaries, sums, wakes = zip(*groups, strict=True)
         tokens = iter(new_tokens(len(moved)))
+        markers = [next(tokens) if name in moved else None for name in names]
         arrays: dict[str, Any] = {
+            **parameters,
             "group_names": _Array(names),
             "levels": _Array(summaries),
             "woken": _Array([int(woken) for woken in wakes]),
-            "markers": _Array([next(tokens) if name in moved else None for name in names]),
+            "markers": _Array(markers),
             "now": now,
         }
         for name, values in zip(self.sql.set_in_force, zip(*sums, strict=True), strict=True):
             arrays[name] = _Array(values)
-        return arrays, moved
+        self._run(statement, arrays)
+        self._remember_groups(groups, markers)
+        return moved
 
     def _remember_groups(self, groups: Sequence[Saved], markers: Sequence[int | None]) -> None:
         """The rows of groups just stored, as stored, for the transaction's next reads (new
@@ -420,13 +425,10 @@ class UsageRepository:
         known, locked = self.shared.groups, self.shared.locked
         for (group, levels, in_force, _), marker in zip(groups, markers, strict=True):
             read = known.get(group)
-            if group not in locked or (marker is None and read is None):
-                continue  # not held, or its marker is not known here
-            known[group] = GroupRow(
-                marker if marker is not None else read.marker,  # type: ignore[union-attr]
-                levels,
-                tuple(in_force),
-            )
+            if marker is None and read is not None:
+                marker = read.marker
+            if group in locked and marker is not None:  # else not held, or its marker unknown
+                known[group] = GroupRow(marker, levels, tuple(in_force))
 
     def _forget_groups(self, groups: Iterable[str] | None) -> None:
         """The rows of those groups (of all, if None) are changed: read them again."""
