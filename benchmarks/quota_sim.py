@@ -45,7 +45,8 @@ dimensions unlimited):
   group's reporters granted from it) and the allocations in force, its fallback, and when
   to report next; a lease (`app.quota.leases`) for a reporter that changed nothing, and a
   wake of every reporter when a new summary moved the shares, or a leaving reporter freed
-  2% of the allocations in force.
+  2% of the allocations in force; a fall counted in force until the reporter's next report
+  says it applied it.
 - ``pulsar``: Pulsar's calculator, quota x own usage / total usage; the full quota when its
   own or the total usage is 0.
 - ``static``: quota / number of reporters.
@@ -97,21 +98,20 @@ import httpx
 try:
     from rgspark._admin import AdminClient
     from rgspark._reporter import NamespaceQuota, Reporter
-    from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
+    from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, GRACE_INTERVALS, moved
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
     from rgspark._admin import AdminClient
     from rgspark._reporter import NamespaceQuota, Reporter
-    from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
+    from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, GRACE_INTERVALS, moved
 
 from app.config import Settings
-from app.quota.allocator import Levels, Report, grant, summarize
+from app.quota.allocator import EARLY_REPORT, Levels, Report, grant, summarize
 from app.quota.changes import POLL_S
 from app.quota.fair import max_min_fair
 from app.quota.leases import LEAVE_WAKE, lease_s, shares_moved
 from app.quota.levels import SUMMARY_SHARE
-from app.quota.store import ALLOCATION_CHANGE
 
 ALGORITHMS = ("project", "pulsar", "static")
 BASELINES = ("pulsar", "static")
@@ -293,8 +293,10 @@ class _Server:
     It keeps each reporter's latest report as the store does, held unless a figure moved,
     forgets reporters whose lease and grace ran out and released ones, and answers with the
     algorithm's rate for `DIMENSION` (and, unless `adaptive`, never asks for an early report).
-    With ``leases`` (the project's server), a reporter that changed nothing gets a lease of
-    `LEASE_S`, and `on_wake` is called when the group's reporters must report (a wake).
+    With ``store`` (the project's server, as `app.quota.store` runs), a reporter that changed
+    nothing gets a lease of `LEASE_S`, `on_wake` is called when the group's reporters must
+    report (a wake), and a fall is counted in force until the reporter says it applied it
+    (it is asked to report again soon, as when it waits).
     """
 
     def __init__(
@@ -305,14 +307,14 @@ class _Server:
         clock: Callable[[], int],
         *,
         adaptive: bool = True,
-        leases: bool = False,
+        store: bool = False,
     ) -> None:
         self.answer = answer
         self.quota = quota
         self.interval_s = interval_s
         self.clock = clock
         self.adaptive = adaptive
-        self.leases = leases
+        self.store = store
         self.on_wake: Callable[[], None] = lambda: None
         self.reports: dict[str, Report] = {}
         self.until_ns: dict[str, int] = {}
@@ -332,7 +334,7 @@ class _Server:
         """Forget reporters; wake the others if one freed `LEAVE_WAKE` of the sum in force."""
         in_force = sum(report.allocation or 0.0 for report in self.reports.values())
         freed = [self.reports.pop(r).allocation or 0.0 for r in reporters if r in self.reports]
-        if self.leases and any(rate >= LEAVE_WAKE * in_force > 0 for rate in freed):
+        if self.store and any(rate >= LEAVE_WAKE * in_force > 0 for rate in freed):
             self.on_wake()
 
     def _report(
@@ -351,18 +353,32 @@ class _Server:
             usage, demand = stored.usage, stored.demand  # held, as the store holds them
         namespace = key.split("/", 1)[1]
         current = None if stored is None else stored.allocation
+        # As the store: a fall is counted in force until the worker says it applied it.
+        enforced = mine.get("allocation")
+        released = (
+            self.store
+            and current is not None
+            and enforced is not None
+            and 0 <= enforced < current
+            and moved(current, enforced, ALLOCATION_CHANGE)
+        )
+        if released:
+            current = enforced
         self.reports[reporter] = Report(reporter, usage, demand, current, namespace)
         rate, fallback, after_s, woken = self.answer(
             self.quota, list(self.reports.values()), reporter, self.interval_s
         )
         rate = max(rate, MIN_RATE)
-        self.reports[reporter] = replace(self.reports[reporter], allocation=rate)
+        kept = rate
+        if self.store and current is not None and enforced is not None and rate < current:
+            kept, after_s = current, min(after_s, EARLY_REPORT * self.interval_s)
+        self.reports[reporter] = replace(self.reports[reporter], allocation=kept)
         if not self.adaptive:
             after_s = self.interval_s
         # As the store: a reporter that changed nothing, and waits for nothing, holds a lease.
-        quiet = held and rate == current and after_s >= self.interval_s
+        quiet = held and not released and rate == current and after_s >= self.interval_s
         lease = lease_s(
-            steady=self.leases and quiet, interval_s=self.interval_s, max_lease_s=LEASE_S
+            steady=self.store and quiet, interval_s=self.interval_s, max_lease_s=LEASE_S
         )
         if lease > self.interval_s:
             after_s = lease
@@ -375,6 +391,7 @@ class _Server:
             "reportIntervalMs": max(1, round(after_s * 1000)),
             "reportPeriodMs": max(1, round(self.interval_s * 1000)),
             "leaseMs": max(1, round(lease * 1000)),
+            "confirmFalls": self.store,
             "namespaces": {
                 key: {
                     "resourceGroup": TENANT,
@@ -421,7 +438,7 @@ class Simulation:
             scenario.interval_s,
             self.clock,
             adaptive=adaptive,
-            leases=algorithm == "project",
+            store=algorithm == "project",
         )
         self.server.on_wake = partial(self._push, admin=False)
         spread = round(self.interval * START_SPREAD)

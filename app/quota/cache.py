@@ -64,6 +64,10 @@ class Plan(NamedTuple):
     is gone."""
     early: bool
     """Whether the reporter should report again soon (`Grant.report_after`)."""
+    counted: dict[NamespaceKey, Rates]
+    """The namespaces whose rates fell where the reporter says what it enforces: the rates
+    counted in force (and stored) until it says it applied the new ones, which are its old
+    ones where they fell. Empty when none fell."""
 
 
 class Answer(NamedTuple):
@@ -94,6 +98,10 @@ class ReporterState:
     """When every one of them was last compared with its rows."""
     lease_s: float = 0.0
     """How long its last answer holds (`app.quota.leases`)."""
+    releasing: bool = False
+    """Whether a fall its plans granted is counted in force until it says it applied it
+    (`Plan.counted`): its reports are then never steady, so that the one that says so
+    releases the room."""
 
 
 class LastAnswer(NamedTuple):

@@ -16,10 +16,20 @@ from typing import cast
 
 from app.quota.cache import Row
 from app.quota.schemas import DimensionUsage, NamespaceUsage, UsageReport
-from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey
-from rgspark.wire import DIMENSIONS, held_range, moved
+from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
+from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, held_range, moved
 
-__all__ = ["figures_of", "held_ranges", "held_still", "moved_since", "reported_figures"]
+_NOT_SAID: Rates = (None,) * len(DIMENSIONS)
+
+__all__ = [
+    "enforced_rates",
+    "figures_of",
+    "held_ranges",
+    "held_still",
+    "moved_since",
+    "released",
+    "reported_figures",
+]
 
 
 def figures_of(report: UsageReport) -> Iterable[Mapping[str, DimensionUsage | None]]:
@@ -99,3 +109,35 @@ def moved_since(stored: Figures, usage: NamespaceUsage, covered_s: float) -> boo
         if moved(stored[usage_at], used) or moved(stored[demand_at], demand):
             return True
     return False
+
+
+def enforced_rates(usage: NamespaceUsage) -> Rates:
+    """Per dimension, the rate the reporter says it enforces: None where it says nothing
+    (an older reporter, or a dimension it does not use), ``math.inf`` where unlimited."""
+    dims = cast(dict[str, DimensionUsage | None], usage)
+    rates: list[float | None] | None = None
+    for index, name in enumerate(DIMENSIONS):
+        figures = dims.get(name)
+        if figures is None or "allocation" not in figures:
+            continue
+        if rates is None:
+            rates = [None] * len(DIMENSIONS)
+        allocation = figures["allocation"]
+        rates[index] = math.inf if allocation < 0 else allocation
+    return _NOT_SAID if rates is None else tuple(rates)
+
+
+def released(figures: Figures, enforced: Rates) -> Figures | None:
+    """``figures`` with each allocation down to what the reporter says it enforces where
+    that is lower (a fall it was granted and has applied since); None if none is."""
+    lowered: list[float | None] | None = None
+    for at, rate in zip(ALLOCATIONS, enforced, strict=True):
+        stored = figures[at]
+        if rate is None or stored is None or not rate < stored:
+            continue
+        if not moved(stored, rate, ALLOCATION_CHANGE):
+            continue
+        if lowered is None:
+            lowered = list(figures)
+        lowered[at] = rate
+    return None if lowered is None else tuple(lowered)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from app.schemas import NAME_CHARS, ResourceGroupRead, WholeNumber
-from rgspark.wire import UNKNOWN_DEMAND
+from rgspark.wire import UNKNOWN_DEMAND, UNLIMITED_ALLOCATION
 
 REPORTER_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
 NAMESPACE_REF_PATTERN = f"^{NAME_CHARS}/{NAME_CHARS}$"
@@ -39,6 +39,21 @@ class DimensionUsage(TypedDict):
             description="Units per second it would have used unthrottled: usage plus what it was "
             "held back from.",
         ),
+    ]
+    allocation: NotRequired[
+        Annotated[
+            float,
+            Field(
+                ge=UNLIMITED_ALLOCATION,
+                le=UNKNOWN_DEMAND,
+                allow_inf_nan=False,
+                strict=True,
+                description="The rate it enforces as it sends this (the last allocation it "
+                "applied; -1 unlimited). An allocation that fell counts in force at its old "
+                "rate until a report says the new one is applied; without this field, from "
+                "the moment it is granted.",
+            ),
+        ]
     ]
 
 
@@ -97,6 +112,12 @@ class ReportResult(BaseModel):
         "the reporter settles, longer once it is steady (changes to its share are pushed "
         "through `/quota/v1/changes` meanwhile). The reporter is counted gone, and should "
         "fall back, two report intervals after its lease ran out."
+    )
+    confirmFalls: bool = Field(
+        True,
+        description="Say in each report the rate you enforce per dimension (`allocation`): "
+        "this server counts an allocation that fell in force at its old rate until a report "
+        "says the new one is applied.",
     )
     namespaces: dict[str, NamespaceAllocation]
 

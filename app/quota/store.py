@@ -37,17 +37,27 @@ one order before anything is planned, and none after (so reports never wait on e
 in a cycle; whoever also locks a reporter's row locks it first); on SQLite the database's
 write lock, which every write takes up front (`app.db.begin_write`). Under any
 interleaving, across any number of server processes, the plans of a group are then a
-sequence: each reads every grant committed before it, as the allocator's bound assumes. A
-stored grant is in force no later than the answer reaches its worker, and a rise is stored
-before it is in force; only a fall is stored a moment (one answer's way back) before the
-worker slows down, which lets the next grant use the room that early. Reports that keep
-their plans (a steady state) take no lock; reports of other groups take other locks and
-never wait on each other. Row locks cost no room in PostgreSQL's lock table, which a
-broker's reports of thousands of groups each, locked as advisory locks, would exhaust.
-The cost of a hot group: its plans run one at a time, each
-holding the lock from its read of the group's rows to its commit (a few milliseconds for a
-Spark worker's report), so one group takes at most a few hundred plans a second per
-database, whatever the number of server processes; steady reports are not counted in that.
+sequence: each reads every grant committed before it, as the allocator's bound assumes.
+
+**What is in force.** A rise is stored before its answer leaves, so before it is in force.
+A fall is in force only once its answer has reached the worker, which may take a while
+(measured: 0.6 s for a join storm on a busy machine, time enough for other reporters to be
+granted the room and apply it first: up to 1.6x the quota in force), or never (a lost
+answer).
+So a reporter that says in its reports what it enforces (``allocation``, which rgspark
+sends once an answer's ``confirmFalls`` asks) has a fall counted, and stored, at its old
+rate until a report of its says the new one is applied: that report releases the room
+(`app.quota.figures.released`), marks the group so that the others see it, and is never
+steady (`ReporterState.releasing`); the answer of the fall asks it to report again soon.
+A reporter that says nothing has a fall counted from the moment it is granted.
+
+Reports that keep their plans (a steady state) take no lock; reports of other groups take
+other locks and never wait on each other. Row locks cost no room in PostgreSQL's lock
+table, which a broker's reports of thousands of groups each, locked as advisory locks,
+would exhaust. The cost of a hot group: its plans run one at a time, each holding the lock
+from its read of the group's rows to its commit (a few milliseconds for a Spark worker's
+report), so one group takes at most a few hundred plans a second per database, whatever
+the number of server processes; steady reports are not counted in that.
 
 Who may report, and when a reporter is gone, is `app.quota.reporters`; which figures moved
 enough to be recorded, `app.quota.figures`.
@@ -75,7 +85,15 @@ from app.quota.allocator import (
 )
 from app.quota.cache import Answer, LastAnswer, Plan, ReportCache, ReporterState, Row
 from app.quota.effective import Effective, EffectiveRows, parse_namespace
-from app.quota.figures import figures_of, held_ranges, held_still, moved_since, reported_figures
+from app.quota.figures import (
+    enforced_rates,
+    figures_of,
+    held_ranges,
+    held_still,
+    moved_since,
+    released,
+    reported_figures,
+)
 from app.quota.leases import fresh_after, lease_s, lease_until, upkeep_s
 from app.quota.levels import SUMMARY_SHARE, DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
@@ -87,12 +105,11 @@ from app.quota.schemas import (
 )
 from app.quota.statements import new_token, new_tokens
 from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
-from rgspark.wire import DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
+from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
 
 __all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
-ALLOCATION_CHANGE = 0.001  # allocations are written on any real change: see `_settle`
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
 # A report reads the markers changed since its last one, unless more changed than this (or
 # than it has rows): then the database compares all its rows with their groups' markers.
@@ -156,6 +173,9 @@ class _Entry:
     """Whether the row is written (if the report is accepted)."""
     planned: int | None
     """The marker of the group's plan that the grants come from."""
+    enforced: Rates
+    """What the reporter says it enforces, per dimension (`enforced_rates`): where it says,
+    a fall is counted in force at the old rate until it has applied the new one."""
 
 
 def _look_up(
@@ -226,6 +246,7 @@ def submit(
         repeated is not None
         and known is not None
         and known.last is repeated
+        and not known.releasing
         and not markers
         and held_still(repeated.held, figures_of(report), covered_s)
     )
@@ -274,6 +295,7 @@ def submit(
         )
         # 3. Settle.
         _settle(entries, state.plans, replanned)
+        state.releasing = any(plan.counted for plan in state.plans.values())
         # Markers it moves are news to the process's shared look at them, once committed.
         event.listen(session, "after_commit", lambda _: cache.remember_marker_look(None), once=True)
 
@@ -355,6 +377,7 @@ def _result(answered: LastAnswer, accepted: bool, interval_s: float, lease: floa
         reportIntervalMs=max(1, round(next_report_s * 1000)),
         reportPeriodMs=max(1, round(interval_s * 1000)),
         leaseMs=max(1, round(lease * 1000)),
+        confirmFalls=True,
         namespaces={},
     ).model_dump_json()
     # `head` ends with the empty namespaces' "{}}": the namespaces go between its braces.
@@ -410,16 +433,21 @@ def _entry(
     usage: NamespaceUsage,
     covered_s: float,
 ) -> _Entry:
+    enforced = enforced_rates(usage)
     if row is None:
         reported = reported_figures(usage, covered_s, None)
-        return _Entry(key, ref, effective, row, reported, changed=True, write=True, planned=None)
+        return _Entry(key, ref, effective, row, reported, True, True, None, enforced)
     if moved_since(row.figures, usage, covered_s):
-        reported = reported_figures(usage, covered_s, row.figures)
-        return _Entry(key, ref, effective, row, reported, True, True, row.planned)
-    # Held: the allocator goes on seeing what it saw. A move to another group changes
-    # both groups' members.
-    moved_group = row.group != effective.group
-    return _Entry(key, ref, effective, row, row.figures, moved_group, moved_group, row.planned)
+        figures, changed = reported_figures(usage, covered_s, row.figures), True
+    else:
+        # Held: the allocator goes on seeing what it saw. A move to another group changes
+        # both groups' members.
+        figures, changed = row.figures, row.group != effective.group
+    # A fall granted before, applied since: the room it frees is the others' from now on.
+    lowered = released(figures, enforced)
+    if lowered is not None:
+        figures, changed = lowered, True
+    return _Entry(key, ref, effective, row, figures, changed, changed, row.planned, enforced)
 
 
 def namespace_of(key: NamespaceKey) -> str:
@@ -510,7 +538,11 @@ def _plan(
         # Per dimension, the shortfall of its levels once settled by every grant: what
         # the summary is stored with.
         shortfalls = [0.0] * len(DIMENSIONS)
+        # Per namespace whose rates fell where its reporter says what it enforces, per
+        # dimension: the rate counted in force until it has applied the new one.
+        fell: dict[int, dict[int, float]] = defaultdict(dict)
         early = False
+        released_room = _released(entries, group)
         for index, dimension in enumerate(summary.dimensions):
             if dimension is None:
                 continue
@@ -519,18 +551,25 @@ def _plan(
             settled_shortfall = levels.settled_shortfall
             # Each grant as from the levels settled by the grants before it (`Levels.settled`).
             shortfall = levels.shortfall
-            total = in_force[index]
-            for entry, namespace, had, rated, fair in zip(
-                entries, namespaces, before, rates, fairs, strict=True
+            # The stored sums still count what this report's rows release.
+            total = in_force[index] - released_room[index]
+            for position, (entry, namespace, had, rated, fair) in enumerate(
+                zip(entries, namespaces, before, rates, fairs, strict=True)
             ):
                 was = had[index]
                 demand = entry.figures[demand_at]
                 rate, fair[index], soon = granted(levels, shortfall, namespace, demand, was, total)
                 if was is not None and not moved(was, rate, ALLOCATION_CHANGE):
                     rate = was  # as `_settle` keeps it
+                in_force_now = rate
+                if was is not None and rate < was and entry.enforced[index] is not None:
+                    # The worker runs at ``was`` until the answer reaches it: the room is
+                    # the others' once it says so, at its next report, which comes soon.
+                    in_force_now, soon = was, True
+                    fell[position][index] = was
                 if soon:
                     early = True
-                total += rate - (was or 0.0)
+                total += in_force_now - (was or 0.0)
                 shortfall = settled_shortfall(shortfall, namespace, demand, was, rate)
                 rated[index] = rate
             in_force[index] = total
@@ -543,6 +582,12 @@ def _plan(
             rates={entry.key: tuple(r) for entry, r in zip(entries, rates, strict=True)},
             fallbacks={entry.key: tuple(f) for entry, f in zip(entries, fairs, strict=True)},
             early=early,
+            counted={
+                entries[position].key: tuple(
+                    falls.get(i, rate) for i, rate in enumerate(rates[position])
+                )
+                for position, falls in fell.items()
+            },
         )
         if stats is not None:
             stats.record(group, *_totals(summary, in_force))
@@ -557,11 +602,24 @@ def _units(previous: Previous | None) -> int:
 
 
 def _in_force_in(entry: _Entry, group: str) -> Rates:
-    """The allocations a namespace's row has in force in ``group``: none if it is new or
-    was in another group."""
+    """The allocations a namespace has in force in ``group`` as it reports (its row's, less
+    what it releases): none if it is new or was in another group."""
     if entry.row is None or entry.row.group != group:
         return _ALL_UNLIMITED
-    return tuple(entry.row.figures[at] for at in ALLOCATIONS)
+    return tuple(entry.figures[at] for at in ALLOCATIONS)
+
+
+def _released(entries: list[_Entry], group: str) -> list[float]:
+    """Per dimension, what the report's rows in ``group`` release of the allocations the
+    group's sums count for them (falls applied since they were granted: `_entry`)."""
+    room = [0.0] * len(DIMENSIONS)
+    for entry in entries:
+        row = entry.row
+        if row is None or row.group != group or row.figures is entry.figures:
+            continue
+        for index, at in enumerate(ALLOCATIONS):
+            room[index] += (row.figures[at] or 0.0) - (entry.figures[at] or 0.0)
+    return room
 
 
 def _summarize(
@@ -641,7 +699,7 @@ def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) 
             if group not in replanned:
                 continue
             planned = plans[group]
-            rates = planned.rates[entry.key]
+            rates = planned.counted.get(entry.key) or planned.rates[entry.key]
             if entry.planned != planned.marker:
                 entry.planned = planned.marker
                 entry.write = True

@@ -73,6 +73,7 @@ from ._demand import DemandEstimator
 from ._exceptions import AdminServerError, ConfigurationError, NamespaceNotFoundError
 from ._limiter import Limiter
 from .wire import (
+    ALLOCATION_CHANGE,
     BURST_S,
     DEMAND_CHANGE,
     DIMENSIONS,
@@ -208,8 +209,13 @@ class NamespaceQuota:
         bucket = self._buckets[dimension]
         return None if bucket is None else bucket.rate
 
-    def usage(self, interval_s: float = DEFAULT_INTERVAL_S) -> dict[str, dict[str, float]]:
-        """This report's figures for the dimensions in use (and the start of the next's).
+    def usage(
+        self, interval_s: float = DEFAULT_INTERVAL_S, *, enforced: bool = False
+    ) -> dict[str, dict[str, float]]:
+        """This report's figures for the dimensions in use (and the start of the next's);
+        with `enforced`, each with the rate in force (-1 unlimited): a server that asks for
+        it counts an allocation that fell in force at its old rate until a report says the
+        new one is applied.
 
         A kind announced less than `CLAIM` of `interval_s` (the report interval) ago and not
         charged since has an unknown demand: a task is about to start, and what it will
@@ -226,10 +232,12 @@ class NamespaceQuota:
                 sample = self._estimators[dim].report()
                 demand = math.inf if unknown else sample.demand
                 self._reported[dim] = demand
-                figures[dim] = {
-                    "used": round(sample.used),
-                    "demand": min(demand, UNKNOWN_DEMAND),
-                }
+                figures[dim] = {"used": round(sample.used), "demand": min(demand, UNKNOWN_DEMAND)}
+                if enforced:
+                    bucket = self._buckets[dim]
+                    figures[dim]["allocation"] = (
+                        UNLIMITED_ALLOCATION if bucket is None else bucket.rate
+                    )
         return figures
 
     def demand_moved(
@@ -252,8 +260,10 @@ class NamespaceQuota:
                 return True
         return False
 
-    def apply(self, allocations: Mapping[str, float]) -> None:
-        """Hold each dimension to its allocation (-1: unlimited), keeping any debt."""
+    def apply(self, allocations: Mapping[str, float]) -> bool:
+        """Hold each dimension to its allocation (-1: unlimited), keeping any debt; returns
+        whether some rate fell."""
+        fell = False
         for dim in DIMENSIONS:
             rate = allocations.get(dim, UNLIMITED_ALLOCATION)
             bucket = self._buckets[dim]
@@ -262,7 +272,9 @@ class NamespaceQuota:
             elif bucket is None:
                 self._buckets[dim] = self._bucket(rate)
             elif rate != bucket.rate:
+                fell = fell or (rate < bucket.rate and moved(bucket.rate, rate, ALLOCATION_CHANGE))
                 bucket.set_rate(rate, rate * BURST_S)
+        return fell
 
     def _unknown(self, kind: str, now: int, interval_s: float) -> bool:
         announced = self._starting.get(kind)
@@ -347,25 +359,32 @@ class Reporter:
         #: Seconds the server's request quota asked this reporter to hold back, in all.
         self.throttled_s = 0.0
         self._not_before = 0.0
+        # Whether the server asks each report to say what the buckets enforce (an older
+        # one refuses a report that does): known from its answers.
+        self._confirms = False
+        self._at_once = False  # whether this report was sent at once, to say a fall applied
 
     def run_once(self) -> float:
         """Report and apply the answer; returns the seconds until the next report."""
         now = self._wall_clock()
+        confirming = self._confirms
         body: dict[str, Any] = {
             "sentAtMs": round(now * 1000),
             "intervalMs": max(1, round((now - self._last_report) * 1000)),
             "namespaces": {
-                key: quota.usage(self.period_s) for key, quota in self.namespaces.items()
+                key: quota.usage(self.period_s, enforced=confirming)
+                for key, quota in self.namespaces.items()
             },
         }
         self._last_report = now
         self._started = self._pushed = self._woken = False
         answer = self.admin.report(self.reporter_id, body)
         groups = set()
+        fell = False
         for key, result in answer.get("namespaces", {}).items():
             quota = self.namespaces.get(key)
             if quota is not None:
-                quota.apply(result.get("allocations", {}))
+                fell = quota.apply(result.get("allocations", {})) or fell
                 self._fallbacks[key] = result.get("fallbackAllocations")
             if result.get("resourceGroup") is not None:
                 groups.add(result["resourceGroup"])
@@ -379,10 +398,16 @@ class Reporter:
             self.period_s = self.interval_s if first else max(self.period_s, self.interval_s)
         lease_ms = answer.get("leaseMs")
         self.lease_s = self.period_s if lease_ms is None else lease_ms / 1000
+        self._confirms = answer.get("confirmFalls", False)
         self.reached_at = now
         self._answered.set()
         self.on_fallback = False
-        delay = max(self.interval_s, self._honour_throttle())
+        # The server counts a fall in force at the old rate until a report says it is
+        # applied: saying so at once frees the room for the workers that wait for it (once
+        # in a row: a report sent at once is never followed by another at once).
+        at_once = fell and confirming and not self._at_once
+        self._at_once = at_once
+        delay = max(0.0 if at_once else self.interval_s, self._honour_throttle())
         self._due = now + delay
         return delay
 

@@ -13,6 +13,7 @@ Standard library only, and Python 3.9 syntax: it ships in the executors' zip.
 from __future__ import annotations
 
 __all__ = [
+    "ALLOCATION_CHANGE",
     "BURST_S",
     "DEMAND_CHANGE",
     "DIMENSIONS",
@@ -59,6 +60,9 @@ BURST_S = 0.1
 #: keeps what it recorded rather than rewrite it, so that a steady group's inputs, and
 #: grants, stay the same from one report to the next (the allocator's "Held figures").
 SIGNIFICANT_CHANGE = 0.05
+#: An allocation that moved by less than this is the same: the server keeps the one in
+#: force, and a worker's bucket (which holds its rate to a millionth) has it as granted.
+ALLOCATION_CHANGE = 0.001
 #: A demand that moved by more than this since the last report is reported before the
 #: interval is up, as PIP-82's brokers do on a significant change. It must stay above
 #: `SIGNIFICANT_CHANGE`: a smaller move is held by the server, so reporting it early would

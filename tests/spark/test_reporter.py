@@ -112,8 +112,10 @@ class MockServer:
         fallback: float | None = 500.0,
         interval_ms: int = 1000,
         period_ms: int | None = None,
+        confirm_falls: bool = False,
     ) -> None:
         self.allocation = allocation
+        self.confirm_falls = confirm_falls  # False: an older server, which refuses them
         self.fallback = fallback
         self.interval_ms = interval_ms
         self.period_ms = period_ms  # None: an older server, which does not say it
@@ -140,6 +142,8 @@ class MockServer:
         }
         if self.period_ms is not None:
             result["reportPeriodMs"] = self.period_ms
+        if self.confirm_falls:
+            result["confirmFalls"] = True
         return httpx.Response(200, json=result)
 
 
@@ -526,3 +530,35 @@ def test_a_newcomer_reaches_a_steady_worker_at_once_whatever_its_lease(tmp_path:
             for reporter in reporters:
                 reporter.close()
     assert took < 2.0, f"the steady worker learnt of the newcomer {took:.2f} s after it came"
+
+
+class TestSayingWhatIsEnforced:
+    def test_each_report_says_the_rates_in_force_once_the_server_asks(
+        self, wall: FakeClock, clock: FakeMonotonicClock
+    ) -> None:
+        server = MockServer(allocation=200.0, confirm_falls=True)
+        quota, reporter = mock_reporter(server, wall, clock)
+        quota.use("publish")
+        reporter.run_once()  # the first: no answer yet says the server takes them
+        server.allocation = 150.0
+        next_report(reporter, wall, clock)
+        first, second = (body["namespaces"]["t/ns"] for body in server.reports)
+        assert "allocation" not in first["publishMsgs"]
+        # The rate its buckets held as it sent the report: the last answer's.
+        assert second["publishMsgs"]["allocation"] == 200.0
+        assert second["publishBytes"]["allocation"] == -1  # unlimited
+        next_report(reporter, wall, clock)
+        assert server.reports[-1]["namespaces"]["t/ns"]["publishMsgs"]["allocation"] == 150.0
+
+    def test_an_older_server_is_never_sent_them(
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
+    ) -> None:
+        quota, reporter = mock_reporter(server, wall, clock)
+        quota.use("publish")
+        for _ in range(3):
+            next_report(reporter, wall, clock)
+        assert all(
+            "allocation" not in figures
+            for body in server.reports
+            for figures in body["namespaces"]["t/ns"].values()
+        )
