@@ -45,7 +45,6 @@ class DimensionUsage(TypedDict):
             float,
             Field(
                 ge=UNLIMITED_ALLOCATION,
-                le=UNKNOWN_DEMAND,
                 allow_inf_nan=False,
                 strict=True,
                 description="The rate it enforces as it sends this (the last allocation it "

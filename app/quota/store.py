@@ -43,13 +43,13 @@ sequence: each reads every grant committed before it, as the allocator's bound a
 A fall is in force only once its answer has reached the worker, which may take a while
 (measured: 0.6 s for a join storm on a busy machine, time enough for other reporters to be
 granted the room and apply it first: up to 1.6x the quota in force), or never (a lost
-answer).
-So a reporter that says in its reports what it enforces (``allocation``, which rgspark
-sends once an answer's ``confirmFalls`` asks) has a fall counted, and stored, at its old
-rate until a report of its says the new one is applied: that report releases the room
-(`app.quota.figures.released`), marks the group so that the others see it, and is never
-steady (`ReporterState.releasing`); the answer of the fall asks it to report again soon.
-A reporter that says nothing has a fall counted from the moment it is granted.
+answer). So a reporter that says in its reports what it enforces (``allocation``, which
+rgspark sends once an answer's ``confirmFalls`` asks) has a fall counted, and stored, at
+its old rate until a report of its says the new one is applied: that report releases the
+room (`app.quota.figures.released`), marks the group so that the others see it, and is
+never steady (`ReporterState.releasing`). The answer of the fall asks for it within an
+eighth of an interval; rgspark sends it at once. A reporter that says nothing has a fall
+counted from the moment it is granted.
 
 Reports that keep their plans (a steady state) take no lock; reports of other groups take
 other locks and never wait on each other. Row locks cost no room in PostgreSQL's lock

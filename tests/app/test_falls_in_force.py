@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
 from tests.app.test_group_levels import in_force
@@ -140,3 +141,28 @@ class TestFallsInForce:
         assert allocated(report(servers[1], headers, "b", body(clock, DEMAND))) == (
             pytest.approx(QUOTA / 2)
         )
+
+
+@pytest.mark.usefixtures("world")
+@pytest.mark.parametrize(
+    ("allocation", "problem"),
+    [(-2, "greater than or equal to -1"), ("100", "valid number"), (True, "valid number")],
+)
+def test_a_bad_allocation_is_a_400_naming_it(
+    servers: list[FastAPI], auth: Auth, clock: FakeClock, allocation: object, problem: str
+) -> None:
+    payload = body(clock, DEMAND)
+    payload["namespaces"]["t/ns"]["publishMsgs"]["allocation"] = allocation
+    response = TestClient(servers[0]).post(
+        "/quota/v1/reporters/a/reports", json=payload, headers=auth("job")
+    )
+    assert response.status_code == 400, response.text
+    assert "allocation" in response.text and problem in response.text
+
+
+@pytest.mark.usefixtures("world")
+def test_a_rate_past_any_demand_is_said_as_it_is(
+    servers: list[FastAPI], auth: Auth, clock: FakeClock
+) -> None:
+    # A byte rate may be set up to 2^63 - 1: a worker alone in its group enforces that.
+    assert allocated(report(servers[0], auth("job"), "a", saying(clock, 2.0**63))) >= 0
