@@ -8,20 +8,19 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = REPO_ROOT / "benchmarks" / "scenarios" / "quota-change.json"
 TRACE_COLUMNS = ["t_s", "reporter", "quota", "demand_rate", "allocated_rate", "consumed"]
 
 
-def test_fleet_runs_a_scenario_live_and_reports(tmp_path: Path) -> None:
-    trace = tmp_path / "trace.csv"
-    # quota-change at a fifth of its length: 12 s, the quota cut to 300 at 4 s, raised to
-    # 2000 at 8 s; three reporters over two server processes.
+def run_fleet(scenario: Path, *options: str) -> dict[str, Any]:
+    """The fleet benchmark's report of a scenario, run over two server processes."""
     completed = subprocess.run(
         [
-            *(sys.executable, "-m", "benchmarks.fleet", str(SCENARIO)),
-            *("--duration-scale", "0.2", "--server-processes", "2", "--trace", str(trace)),
+            *(sys.executable, "-m", "benchmarks.fleet", str(scenario)),
+            *("--server-processes", "2", *options),
         ],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -29,7 +28,15 @@ def test_fleet_runs_a_scenario_live_and_reports(tmp_path: Path) -> None:
         timeout=180,
     )
     assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
+    report: dict[str, Any] = json.loads(completed.stdout)
+    return report
+
+
+def test_fleet_runs_a_scenario_live_and_reports(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    # quota-change at a fifth of its length: 12 s, the quota cut to 300 at 4 s, raised to
+    # 2000 at 8 s; three reporters over two server processes.
+    report = run_fleet(SCENARIO, "--duration-scale", "0.2", "--trace", str(trace))
 
     assert report["errors"] == []
     assert report["scenario"] == "quota-change"
@@ -74,18 +81,7 @@ def test_a_join_storm_holds_the_quota_in_force() -> None:
     # one by one in tests/app/test_falls_in_force.py). The bound is DESIGN.md's, with a
     # point for sampling: the newcomers' probes are all that may exceed the quota.
     scenario = REPO_ROOT / "benchmarks" / "scenarios" / "namespace-heads.json"
-    completed = subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.fleet", str(scenario)),
-            *("--duration-scale", "0.1", "--server-processes", "2"),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
+    report = run_fleet(scenario, "--duration-scale", "0.1")
     assert report["errors"] == []
     assert report["in_force_samples"]["count"] == 60
     assert report["max_in_force_pct"] <= 106, report["in_force_samples"]["peak"]
