@@ -98,13 +98,13 @@ import httpx
 try:
     from rgspark._admin import AdminClient
     from rgspark._reporter import NamespaceQuota, Reporter
-    from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, GRACE_INTERVALS, moved
+    from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, GRACE_INTERVALS, fell, moved
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
     from rgspark._admin import AdminClient
     from rgspark._reporter import NamespaceQuota, Reporter
-    from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, GRACE_INTERVALS, moved
+    from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, GRACE_INTERVALS, fell, moved
 
 from app.config import Settings
 from app.quota.allocator import EARLY_REPORT, Levels, Report, grant, summarize
@@ -359,8 +359,8 @@ class _Server:
             self.store
             and current is not None
             and enforced is not None
-            and 0 <= enforced < current
-            and moved(current, enforced, ALLOCATION_CHANGE)
+            and enforced >= 0
+            and fell(current, enforced)
         )
         if released:
             current = enforced

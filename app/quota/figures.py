@@ -17,7 +17,7 @@ from typing import cast
 from app.quota.cache import Row
 from app.quota.schemas import DimensionUsage, NamespaceUsage, UsageReport
 from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
-from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, held_range, moved
+from rgspark.wire import DIMENSIONS, fell, held_range, moved
 
 _NOT_SAID: Rates = (None,) * len(DIMENSIONS)
 
@@ -133,9 +133,7 @@ def released(figures: Figures, enforced: Rates) -> Figures | None:
     lowered: list[float | None] | None = None
     for at, rate in zip(ALLOCATIONS, enforced, strict=True):
         stored = figures[at]
-        if rate is None or stored is None or not rate < stored:
-            continue
-        if not moved(stored, rate, ALLOCATION_CHANGE):
+        if rate is None or stored is None or not fell(stored, rate):
             continue
         if lowered is None:
             lowered = list(figures)

@@ -73,7 +73,6 @@ from ._demand import DemandEstimator
 from ._exceptions import AdminServerError, ConfigurationError, NamespaceNotFoundError
 from ._limiter import Limiter
 from .wire import (
-    ALLOCATION_CHANGE,
     BURST_S,
     DEMAND_CHANGE,
     DIMENSIONS,
@@ -81,6 +80,7 @@ from .wire import (
     KINDS,
     UNKNOWN_DEMAND,
     UNLIMITED_ALLOCATION,
+    fell,
     moved,
 )
 
@@ -263,7 +263,7 @@ class NamespaceQuota:
     def apply(self, allocations: Mapping[str, float]) -> bool:
         """Hold each dimension to its allocation (-1: unlimited), keeping any debt; returns
         whether some rate fell."""
-        fell = False
+        lowered = False
         for dim in DIMENSIONS:
             rate = allocations.get(dim, UNLIMITED_ALLOCATION)
             bucket = self._buckets[dim]
@@ -272,9 +272,9 @@ class NamespaceQuota:
             elif bucket is None:
                 self._buckets[dim] = self._bucket(rate)
             elif rate != bucket.rate:
-                fell = fell or (rate < bucket.rate and moved(bucket.rate, rate, ALLOCATION_CHANGE))
+                lowered = lowered or fell(bucket.rate, rate)
                 bucket.set_rate(rate, rate * BURST_S)
-        return fell
+        return lowered
 
     def _unknown(self, kind: str, now: int, interval_s: float) -> bool:
         announced = self._starting.get(kind)

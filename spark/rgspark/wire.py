@@ -23,6 +23,7 @@ __all__ = [
     "SIGNIFICANT_CHANGE",
     "UNKNOWN_DEMAND",
     "UNLIMITED_ALLOCATION",
+    "fell",
     "held_range",
     "moved",
 ]
@@ -93,3 +94,10 @@ def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) ->
     """Whether a figure moved out of `held_range` of ``before``."""
     low, high = held_range(before, tolerance)
     return not low <= after <= high
+
+
+def fell(before: float, after: float) -> bool:
+    """Whether an allocation fell from ``before`` to ``after`` (by more than
+    `ALLOCATION_CHANGE`): a fall the server counts at ``before`` until the worker says it
+    enforces ``after``, and the worker says so at once."""
+    return after < before and moved(before, after, ALLOCATION_CHANGE)
