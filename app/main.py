@@ -41,6 +41,7 @@ from app.metrics import Metrics
 from app.quota import history
 from app.quota.cache import ReportCache
 from app.quota.changes import ChangeWatch, Reading
+from app.quota.leases import keep_alive_s
 from app.quota.repository import UsageRepository
 from app.quota.store import STALE_REPORT_INTERVALS
 from app.readcache import group_cache_for
@@ -104,7 +105,10 @@ def build_state(settings: Settings, clock: Callable[[], float]) -> AppState:
         group_cache=group_cache_for(engine),
         report_cache=ReportCache(),
         report_lanes=ReportLanes(
-            sessions, STALE_REPORT_INTERVALS * settings.report_interval_seconds
+            sessions,
+            max_wait_s=STALE_REPORT_INTERVALS * settings.report_interval_seconds,
+            interval_s=settings.report_interval_seconds,
+            silent_s=keep_alive_s(settings.report_interval_seconds, settings.report_lease_seconds),
         ),
         changes=ChangeWatch(partial(_changes, sessions)),
         metrics=metrics,

@@ -565,6 +565,15 @@ class StepResult:
         )
 
 
+@dataclass(frozen=True)
+class _Follow:
+    """Workers that report when their answers ask, from ``measured_from`` measured, until
+    ``until``."""
+
+    measured_from: float
+    until: float
+
+
 @dataclass
 class _Job:
     due: float
@@ -638,17 +647,34 @@ class _Pool:
     waits for it."""
 
     def __init__(
-        self, port: int, step: StepResult, requests: list[list[tuple[bytes, bytes]]]
+        self,
+        port: int,
+        step: StepResult,
+        requests: list[list[tuple[bytes, bytes]]],
+        follow: _Follow | None = None,
     ) -> None:
         self.port = port
         self.step = step
         self.requests = requests
+        self.follow = follow
         self.connections: dict[int, _SparkConnection] = {}
         self.waiting: dict[int, deque[_Job]] = {}
         """Per worker, its reports due while it had none open or one in flight."""
         self.in_flight: set[_SparkConnection] = set()
         self.open = 0
+        self.scheduled = 0
+        """Reports scheduled (when following the answers) and not yet due."""
         self.all_done: asyncio.Future[None] | None = None
+
+    def schedule(self, job: _Job) -> None:
+        """Submit ``job`` when it is due."""
+        self.scheduled += 1
+        delay = max(0.0, job.due - time.perf_counter())
+        asyncio.get_running_loop().call_later(delay, self._due, job)
+
+    def _due(self, job: _Job) -> None:
+        self.scheduled -= 1
+        self.submit(job)
 
     def submit(self, job: _Job) -> None:
         connection = self.connections.get(job.reporter)
@@ -687,7 +713,21 @@ class _Pool:
             step.statuses[status] = step.statuses.get(status, 0) + 1
             if status == 200 and b'"accepted":true' not in body:
                 step.not_accepted += 1
+        if self.follow is not None:
+            self._follow(self.follow, job, status, body, now)
         self._next(connection, job.reporter)
+
+    def _follow(self, follow: _Follow, job: _Job, status: int, body: bytes, now: float) -> None:
+        """Schedule the worker's next report when its answer asks (``reportIntervalMs`` after
+        this one was due, as rgspark waits that long from sending it; at once if that has
+        passed), or an interval on after a failure, as rgspark backs off."""
+        if status == 200:
+            wait = json.loads(body)["reportIntervalMs"] / 1000
+            due = max(job.due + wait, now)
+        else:
+            due = now + SPARK_INTERVAL_S
+        if due < follow.until:
+            self.schedule(_Job(due, job.reporter, job.round + 1, due >= follow.measured_from))
 
     def lost(self, connection: _SparkConnection) -> None:
         self.open -= 1
@@ -722,7 +762,8 @@ class _Pool:
 
     def _check_done(self) -> None:
         done = self.all_done
-        if done is not None and not done.done() and not self.in_flight and not self.waiting:
+        idle = not self.in_flight and not self.waiting and not self.scheduled
+        if done is not None and not done.done() and idle:
             done.set_result(None)
 
     def close(self) -> None:
@@ -773,25 +814,36 @@ async def _spark_step(
     every_s: float,
     warmup: float,
     seconds: float,
+    follow: bool,
 ) -> StepResult:
     """Offer ``rate`` reports per second, each worker's every ``every_s``, for ``warmup +
-    seconds``; measure the last ``seconds``, and each worker's first report (joining)."""
+    seconds``; measure the last ``seconds``, and each worker's first report (joining).
+
+    With ``follow``, the workers join as before (spread over ``every_s``), and then each
+    reports when its answers ask (`_Pool._follow`): every ``every_s`` once steady on its
+    lease, sooner while it settles.
+    """
     reporters = max(1, round(rate * every_s))
     step = StepResult(rate=rate, seconds=seconds)
-    pool = _Pool(port, step, _spark_requests(reporters, groups, token, port, every_s))
     loop = asyncio.get_running_loop()
     total = warmup + seconds
-    count = int(total * rate)
     start = time.perf_counter() + 0.05
+    following = _Follow(start + warmup, start + total) if follow else None
+    pool = _Pool(port, step, _spark_requests(reporters, groups, token, port, every_s), following)
     cpu_start = time.process_time()
-    for index in range(count):
-        due = start + index / rate
-        delay = due - time.perf_counter()
-        if delay > 0.0005:
-            await asyncio.sleep(delay)
-        reporter, round_ = index % reporters, index // reporters
-        measured, joins = index / rate >= warmup, round_ == 0
-        pool.submit(_Job(due, reporter, round_, measured, joins))
+    if following is not None:
+        for reporter in range(reporters):
+            pool.schedule(_Job(start + reporter / rate, reporter, 0, False, joins=True))
+        await asyncio.sleep(following.until - time.perf_counter())
+    else:
+        for index in range(int(total * rate)):
+            due = start + index / rate
+            delay = due - time.perf_counter()
+            if delay > 0.0005:
+                await asyncio.sleep(delay)
+            reporter, round_ = index % reporters, index // reporters
+            measured, joins = index / rate >= warmup, round_ == 0
+            pool.submit(_Job(due, reporter, round_, measured, joins))
     pool.all_done = loop.create_future()
     pool._check_done()
     with contextlib.suppress(TimeoutError):
@@ -850,6 +902,9 @@ def _spark(
     steps: list[dict[str, Any]] = []
     samples = [0, 0.0]  # the history sampler's, over every step's server
     every_s = args.spark_every
+    # Workers reporting less often than the interval are steady ones on their leases: the
+    # server gives leases that long, and they report when their answers ask, as rgspark does.
+    follow = every_s > SPARK_INTERVAL_S
 
     def run(rate: float) -> bool:
         # Each step on a server of its own, its tables emptied: a fleet of its own, every
@@ -859,7 +914,11 @@ def _spark(
         server = serve_rgadmin(
             workdir,
             f"spark-{processes}",
-            {**env, "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S)},
+            {
+                **env,
+                "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S),
+                **({"RG_REPORT_LEASE_SECONDS": str(every_s)} if follow else {}),
+            },
             workers=processes,
         )
         started = time.perf_counter()
@@ -879,6 +938,7 @@ def _spark(
                     every_s,
                     warmup,
                     args.spark_seconds,
+                    follow,
                 )
             )
             meter.stop()

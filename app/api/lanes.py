@@ -23,14 +23,15 @@ old to be stored) is answered 503 without a transaction: when reports arrive fas
 the database takes them, a lane would otherwise go on storing reports whose workers gave up
 on them long ago (and sent newer ones, which wait behind), and take longer with every one.
 The worker backs off and reports again (rgspark's fail-static rule holds its share
-meanwhile).
+meanwhile). So that it comes to that only for a moment, each lane paces its workers to what
+it stores (`app.quota.pacing`): every answer of its reports asks for no report sooner.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -38,12 +39,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.api import deps
 from app.errors import AppError, ServiceUnavailable
 from app.models import QuotaReporter
+from app.quota.pacing import Pace
 
 MAX_BATCH = 32
 """Reports stored in one transaction: it holds the group's lock, which reports of the
 group from other processes wait for, while it stores them all."""
 
-Work = Callable[[Session], bytes]
+
+class Work(Protocol):
+    """A report's work on a session: its answer, which asks for no report sooner than
+    ``pace_s`` (`app.quota.pacing`)."""
+
+    def __call__(self, session: Session, *, pace_s: float) -> bytes: ...
 
 
 @dataclass
@@ -59,17 +66,34 @@ class _Report:
 class ReportLanes:
     """A queue per namespace with a report waiting or being stored (none otherwise)."""
 
-    def __init__(self, sessions: sessionmaker[Session], max_wait_s: float) -> None:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        max_wait_s: float,
+        interval_s: float,
+        silent_s: float,
+    ) -> None:
+        """``max_wait_s``: how long a report may wait; ``interval_s``: the report interval;
+        ``silent_s``: how long a live worker may go without reporting (`Pace`)."""
         self.sessions = sessions
         self.max_wait_s = max_wait_s
+        self.interval_s = interval_s
+        self.silent_s = silent_s
         self._waiting: dict[str, list[_Report]] = {}
         self._draining: set[asyncio.Task[None]] = set()
+        self._paces: dict[str, Pace] = {}
 
     async def submit(self, namespace: str | None, reporter_id: str, work: Work) -> bytes:
         """Store a report of ``reporter_id`` in the namespace's lane (at once, alone, without
         one)."""
         if namespace is None:
-            return await deps.transaction(self.sessions, work)
+            return await deps.transaction(self.sessions, work, pace_s=0.0)
+        now = asyncio.get_running_loop().time()
+        pace = self._paces.get(namespace)
+        if pace is None:
+            pace = self._paces[namespace] = Pace(self.interval_s, self.silent_s, now)
+        pace.heard(reporter_id, now)
         report = _Report(reporter_id, work)
         waiting = self._waiting.get(namespace)
         if waiting is not None:
@@ -85,15 +109,24 @@ class ReportLanes:
 
     async def _drain(self, namespace: str) -> None:
         waiting = self._waiting[namespace]
+        pace = self._paces[namespace]
+        clock = asyncio.get_running_loop().time
         try:
             while waiting:
                 self._shed(waiting)
                 batch = waiting[:MAX_BATCH]
                 del waiting[:MAX_BATCH]
                 if batch:
-                    await self._store(batch)
+                    started = clock()
+                    await self._store(batch, pace.pace_s)
+                    ended = clock()
+                    saturated = len(batch) == MAX_BATCH
+                    reporters = [report.reporter_id for report in batch]
+                    pace.stored(reporters, ended - started, ended, saturated=saturated)
         finally:
             del self._waiting[namespace]
+            if pace.idle:
+                del self._paces[namespace]
             for report in waiting:  # only when cancelled, at shutdown
                 report.answer.cancel()
 
@@ -111,15 +144,15 @@ class ReportLanes:
             _fail(waiting[:shed], overloaded)
             del waiting[:shed]
 
-    async def _store(self, batch: list[_Report]) -> None:
+    async def _store(self, batch: list[_Report], pace_s: float) -> None:
         try:
-            answers = await deps.transaction(self.sessions, _store_all, batch)
+            answers = await deps.transaction(self.sessions, _store_all, batch, pace_s)
         except AppError as refused:
             if refused.status_code >= 500 or len(batch) == 1:
                 _fail(batch, refused)
             else:  # one report's own fault: each is stored again alone, to its own outcome
                 for report in batch:
-                    await self._store([report])
+                    await self._store([report], pace_s)
         except Exception as error:  # the database is down, say: every report's answer
             _fail(batch, error)
         else:
@@ -128,7 +161,7 @@ class ReportLanes:
                     report.answer.set_result(answer)
 
 
-def _store_all(session: Session, batch: list[_Report]) -> list[bytes]:
+def _store_all(session: Session, batch: list[_Report], pace_s: float) -> list[bytes]:
     if len(batch) > 1:
         # Reporters before groups, the order in which a report and a release lock them: a
         # batch's later reports would otherwise lock their reporter holding the group.
@@ -138,7 +171,7 @@ def _store_all(session: Session, batch: list[_Report]) -> list[bytes]:
             .order_by(QuotaReporter.reporter_id)
             .with_for_update()
         )
-    return [report.work(session) for report in batch]
+    return [report.work(session, pace_s=pace_s) for report in batch]
 
 
 def _fail(batch: list[_Report], error: Exception) -> None:

@@ -86,7 +86,8 @@ def upkeep_s(interval_s: float, max_lease_s: float) -> float:
 
 
 def fresh_after(now: datetime, interval_s: float, max_lease_s: float) -> datetime:
-    """Rows written after this are fresh: a live reporter's rows are refreshed at its first
+    """Rows written after this are fresh, and counted in the usage history (the allocator
+    counts every live reporter's): a live reporter's rows are refreshed at its first
     report after `upkeep_s`, which comes a lease (and a late answer's grace) later at most."""
     longest = max(max_lease_s, interval_s)
     return now - timedelta(seconds=2 * longest + (REFRESH_INTERVALS + 1) * interval_s)

@@ -46,7 +46,7 @@ Written = tuple[NamespaceKey, str | None, int | None, Figures]
 Saved = tuple[str, str | None, Sequence[float], bool]
 """(group, summary JSON, sums in force, whether to wake it) of a group a report planned."""
 Peer = tuple[str, str, NamespaceKey, Figures]
-"""(group, reporter, namespace, figures) of another reporter's fresh row in a group."""
+"""(group, reporter, namespace, figures) of another live reporter's row in a group."""
 
 
 class GroupRow(NamedTuple):
@@ -474,18 +474,12 @@ class UsageRepository:
         reporter_id: str,
         groups: list[str],
         now: datetime,
-        fresh_after: datetime,
         *,
         plan_now: bool = False,
     ) -> list[Peer]:
-        """The other live reporters' fresh rows in the groups; read by a plan made for the
-        tables as they are now if ``plan_now`` (`_planned_now`: for groups that are large)."""
-        parameters = {
-            "reporter_id": reporter_id,
-            "now": now,
-            "fresh_after": fresh_after,
-            "groups": groups,
-        }
+        """The other live reporters' rows in the groups; read by a plan made for the tables
+        as they are now if ``plan_now`` (`_planned_now`: for groups that are large)."""
+        parameters = {"reporter_id": reporter_id, "now": now, "groups": groups}
         if plan_now and self.sql.postgresql:
             rows = self._planned_now(self.sql.peers, parameters)
         else:

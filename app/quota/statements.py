@@ -242,7 +242,7 @@ class Statements:
             .where(self._among(default_group, "groups"))
         )
         members = union_all(attached, inherited, defaulted).subquery()
-        #: (group, reporter, tenant, namespace, *figures) of the other reporters' fresh rows
+        #: (group, reporter, tenant, namespace, *figures) of the other live reporters' rows
         self.peers = (
             select(
                 members.c.grp,
@@ -258,7 +258,6 @@ class Statements:
             .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
             .where(QuotaUsage.reporter_id != reporter)
             .where(QuotaReporter.lease_until > bindparam("now"))
-            .where(QuotaUsage.written_at > bindparam("fresh_after"))
         )
         # The table, not the mapped class: a Core executemany, without the ORM's bulk work.
         usage = self._insert(QuotaUsage.__table__)

@@ -6,10 +6,11 @@ namespace's grants. In a steady state that is a few small statements whatever th
 size: the process remembers the rest (`app.quota.cache` says what, and how it knows it still
 holds), and only what changed is read, planned or written.
 
-What the allocator reads for a group are the stored rows of its live reporters. A row is
-rewritten when a figure moved by 5% or more (the allocator then sees the new figures), when
-its allocation changed, and at least every `upkeep_s` (a lease and three intervals) so that
-it stays fresh (without new figures: held figures stay what every plan saw). Whenever one of the
+What the allocator reads for a group are the stored rows of its live reporters (whose lease,
+and the grace after it, has not run out). A row is rewritten when a figure moved by 5% or
+more (the allocator then sees the new figures), when its allocation changed, and at least
+every `upkeep_s` (a lease and three intervals) so that the usage history counts it (without
+new figures: held figures stay what every plan saw). Whenever one of the
 allocator's inputs changes (a row's figures or allocation, a reporter gone, a namespace
 moved to another group) the group's marker changes, and each reporter plans the group again
 at its next report; until then it keeps its grants, which the same inputs would give again.
@@ -94,7 +95,7 @@ from app.quota.figures import (
     released,
     reported_figures,
 )
-from app.quota.leases import fresh_after, lease_s, lease_until, upkeep_s
+from app.quota.leases import lease_s, lease_until, upkeep_s
 from app.quota.levels import SUMMARY_SHARE, DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Saved, UsageRepository, Written
@@ -198,6 +199,7 @@ def submit(
     max_lease_s: float,
     stats: GroupStats | None = None,
     max_reporters: int | None = None,
+    pace_s: float = 0.0,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
     the JSON of a `ReportResult`. In five steps: **look up** the namespaces' groups and the
@@ -206,7 +208,8 @@ def submit(
     each namespace's grants into its row; **write** the rows due; **answer**.
 
     A steady reporter's answer holds for ``max_lease_s``, a settling one's for an interval
-    (`app.quota.leases`). `stats` (the metrics) learns each group's totals as a plan of it saw them;
+    (`app.quota.leases`); either asks for no report sooner than ``pace_s``, and holds as long
+    (`app.quota.pacing`). `stats` (the metrics) learns each group's totals as a plan of it saw them;
     ``max_reporters`` caps a role's live reporters per namespace (`limit_reporters`).
     """
     # 1. Look up.
@@ -289,9 +292,11 @@ def submit(
             groups,
             markers,
             moment,
-            fresh_after(moment, interval_s, max_lease_s),
             stats,
             saved,
+            # Paced workers learn their shares at their pace: waking them all at once would
+            # bring back the load the pace keeps off.
+            may_wake=not pace_s,
         )
         # 3. Settle.
         _settle(entries, state.plans, replanned)
@@ -320,11 +325,12 @@ def submit(
     # A reporter that changed nothing its groups' plans read, and waits for nothing, holds
     # its answer for a lease: whatever moves its share from now on is pushed to it.
     quiet = not dropped and not any(entry.changed for entry in entries)
-    state.lease_s = lease_s(
+    leased = lease_s(
         steady=accepted and quiet and not answered.early,
         interval_s=interval_s,
         max_lease_s=max_lease_s,
     )
+    state.lease_s = max(leased, pace_s)
     if accepted and token is not None and state.lease_s != guessed:
         queries.extend(reporter_id, lease_until(moment, state.lease_s, interval_s))
     if accepted and token is not None:
@@ -337,7 +343,7 @@ def submit(
         # interval, so that the metrics do not take them for silent.
         stats.touch(state.plans)
         state.observed_at = now
-    return _result(answered, accepted, interval_s, state.lease_s)
+    return _result(answered, accepted, interval_s, state.lease_s, pace_s)
 
 
 def _groups_touched(entries: list[_Entry], rows: dict[NamespaceKey, Row]) -> set[str]:
@@ -358,7 +364,8 @@ def _refresh(
     upkeep: float,
 ) -> None:
     """Refresh the rows that went unwritten for ``upkeep`` seconds, so that they stay fresh
-    (`app.quota.leases.fresh_after`): in one statement, as their figures stay as they are;
+    (`app.quota.leases.fresh_after`, what the usage history counts): in one statement, as
+    their figures stay as they are;
     at most once an interval."""
     if known is not None and now - known.refreshed_at < interval_s:
         state.refreshed_at = known.refreshed_at
@@ -369,9 +376,11 @@ def _refresh(
     state.refreshed_at = now
 
 
-def _result(answered: LastAnswer, accepted: bool, interval_s: float, lease: float) -> bytes:
+def _result(
+    answered: LastAnswer, accepted: bool, interval_s: float, lease: float, pace_s: float
+) -> bytes:
     """The JSON of the `ReportResult`: its head, then the namespaces as answered."""
-    next_report_s = interval_s * EARLY_REPORT if answered.early else lease
+    next_report_s = max(interval_s * EARLY_REPORT, pace_s) if answered.early else lease
     head = ReportResult.model_construct(
         accepted=accepted,
         reportIntervalMs=max(1, round(next_report_s * 1000)),
@@ -461,9 +470,10 @@ def _plan(
     groups: dict[str, list[_Entry]],
     markers: dict[str, int],
     now: datetime,
-    fresh: datetime,
     stats: GroupStats | None,
     saved: list[Saved],
+    *,
+    may_wake: bool,
 ) -> set[str]:
     """Plan again each group whose inputs changed since the reporter's last plan of it
     (``markers`` holds those whose marker moved); returns those groups.
@@ -506,7 +516,7 @@ def _plan(
         # few rows, any plan reads quickly (`UsageRepository.peers`).
         plan_now = any(_units(previous.get(group)) * SUMMARY_SHARE > 1 for group in unsummarized)
         for group, reporter, key, figures in queries.peers(
-            reporter_id, unsummarized, now, fresh, plan_now=plan_now
+            reporter_id, unsummarized, now, plan_now=plan_now
         ):
             peers[group].append((reporter, key, figures))
         counted = queries.in_force(unsummarized)
@@ -574,7 +584,7 @@ def _plan(
                 rated[index] = rate
             in_force[index] = total
             shortfalls[index] = shortfall
-        saved.append((group, summary.to_json(shortfalls), in_force, woken))
+        saved.append((group, summary.to_json(shortfalls), in_force, woken and may_wake))
         plans[group] = Plan(
             id=next(plan_ids),
             marker=markers.get(group, 0),
@@ -630,7 +640,7 @@ def _summarize(
     namespaces: list[str],
     before: list[Rates],
 ) -> GroupSummary:
-    """A group's summary from its live reporters' fresh rows (the reporter's own as it
+    """A group's summary from its live reporters' rows (the reporter's own as it
     reports now, in ``namespaces``, with the allocations they had in force in the group,
     ``before``): the allocator's reports as columns, peers first."""
     figures = [member[2] for member in members]

@@ -5,6 +5,7 @@ through it; a change to the group's shares moves the group's wake, which a long 
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -13,6 +14,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.access import Principal
+from app.quota import store
+from app.quota.schemas import UsageReport
+from app.state import state_of
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     INTERVAL_S,
     LEASE_MS,
@@ -75,6 +80,63 @@ class TestLeases:
             assert rate == pytest.approx(QUOTA / 2, rel=0.05)
         # Two intervals past its lease, it is gone, and "b" takes the whole quota.
         for _ in range(3):
+            clock.now += INTERVAL_S
+            rate = allocated(report(servers[1], job, "b", body(clock, 800)))
+        assert rate == pytest.approx(QUOTA, rel=0.05)
+
+
+def paced_report(app: FastAPI, reporter: str, payload: Any, pace_s: float) -> dict[str, Any]:
+    """A report of role ``job``, stored as its namespace's lane stores it when it paces its
+    workers to ``pace_s`` (`app.quota.pacing`)."""
+    state = state_of(app)
+    with state.sessions.begin() as session:
+        answer = store.submit(
+            session,
+            principal=Principal("job", is_superuser=False),
+            reporter_id=reporter,
+            report=UsageReport.model_validate(payload),
+            now=state.clock(),
+            interval_s=state.settings.report_interval_seconds,
+            cache=state.report_cache,
+            max_lease_s=state.settings.report_lease_seconds,
+            pace_s=pace_s,
+        )
+    found: dict[str, Any] = json.loads(answer)
+    return found
+
+
+@pytest.mark.usefixtures("world")
+class TestPacedAnswers:
+    PACE_S = 30.0
+
+    def test_a_paced_answer_asks_for_no_report_sooner_and_holds_as_long(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        both_want_800(servers, auth("job"), clock, rounds=6)
+        clock.now += INTERVAL_S
+        steady = paced_report(servers[0], "a", body(clock, 800), self.PACE_S)
+        assert steady["reportIntervalMs"] == steady["leaseMs"] == self.PACE_S * 1000
+        clock.now += INTERVAL_S
+        settling = paced_report(servers[0], "a", body(clock, 200), self.PACE_S)
+        assert settling["reportIntervalMs"] == settling["leaseMs"] == self.PACE_S * 1000
+        # Under the lease, the pace changes nothing.
+        clock.now += INTERVAL_S
+        assert paced_report(servers[0], "a", body(clock, 200), 0.5)["leaseMs"] == LEASE_MS
+
+    def test_a_paced_reporter_is_alive_through_its_pace(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        both_want_800(servers, job, clock, rounds=6)
+        clock.now += INTERVAL_S
+        paced_report(servers[0], "a", body(clock, 800), self.PACE_S)
+        paced_at = clock.now
+        # Silent for its pace, "a" still holds half the quota: "b" shares with it.
+        while clock.now < paced_at + self.PACE_S + INTERVAL_S:
+            clock.now += INTERVAL_S
+            rate = allocated(report(servers[1], job, "b", body(clock, 800)))
+            assert rate == pytest.approx(QUOTA / 2, rel=0.05)
+        for _ in range(3):  # two intervals past its pace, it is gone
             clock.now += INTERVAL_S
             rate = allocated(report(servers[1], job, "b", body(clock, 800)))
         assert rate == pytest.approx(QUOTA, rel=0.05)

@@ -28,7 +28,7 @@ class Reports:
         self.release_first = threading.Event()
 
     def store(self, role: str, *, fails: bool = False, first: bool = False) -> Work:
-        def work(session: Session) -> bytes:
+        def work(session: Session, *, pace_s: float) -> bytes:
             if first:
                 self.first_started.set()
                 self.release_first.wait(10)
@@ -65,7 +65,10 @@ async def queue_behind_first(
 def test_reports_queued_behind_one_are_stored_in_one_transaction(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=60), Reports()
+    lanes, reports = (
+        ReportLanes(state_of(app).sessions, max_wait_s=60, interval_s=1.0, silent_s=10.0),
+        Reports(),
+    )
     roles = [f"r{index}" for index in range(5)]
 
     answers = asyncio.run(
@@ -81,7 +84,10 @@ def test_reports_queued_behind_one_are_stored_in_one_transaction(
 def test_a_failing_report_fails_alone_and_the_others_are_stored_once(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=60), Reports()
+    lanes, reports = (
+        ReportLanes(state_of(app).sessions, max_wait_s=60, interval_s=1.0, silent_s=10.0),
+        Reports(),
+    )
 
     answers = asyncio.run(
         queue_behind_first(
@@ -105,7 +111,10 @@ def test_a_failing_report_fails_alone_and_the_others_are_stored_once(
 def test_a_long_queue_is_stored_in_batches_of_at_most_max_batch(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=60), Reports()
+    lanes, reports = (
+        ReportLanes(state_of(app).sessions, max_wait_s=60, interval_s=1.0, silent_s=10.0),
+        Reports(),
+    )
     roles = [f"r{index:03d}" for index in range(MAX_BATCH + 3)]
 
     answers = asyncio.run(
@@ -123,7 +132,10 @@ def test_a_long_queue_is_stored_in_batches_of_at_most_max_batch(
 def test_reports_without_a_lane_and_of_other_namespaces_do_not_wait(
     app: FastAPI, engine: Engine
 ) -> None:
-    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=60), Reports()
+    lanes, reports = (
+        ReportLanes(state_of(app).sessions, max_wait_s=60, interval_s=1.0, silent_s=10.0),
+        Reports(),
+    )
 
     async def run() -> list[bytes]:
         first = asyncio.ensure_future(
@@ -149,7 +161,10 @@ def test_reports_that_waited_too_long_are_answered_503_unstored(
     app: FastAPI, engine: Engine
 ) -> None:
     """A lane sheds what waited past its workers' patience; what came after is stored."""
-    lanes, reports = ReportLanes(state_of(app).sessions, max_wait_s=0.2), Reports()
+    lanes, reports = (
+        ReportLanes(state_of(app).sessions, max_wait_s=0.2, interval_s=1.0, silent_s=10.0),
+        Reports(),
+    )
 
     async def run() -> list[bytes | BaseException]:
         first = asyncio.ensure_future(

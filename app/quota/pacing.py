@@ -1,0 +1,102 @@
+"""Pacing: how often the reporters of one namespace may report to one server process, so
+that the process stores every report they send.
+
+A process stores a namespace's reports one transaction at a time (`app.api.lanes`), and a
+group's plans run one at a time anyway (under its lock, `app.quota.store`): a lane stores a
+few hundred planning reports a second. Thousands of workers of one job settling at once each
+report every interval, or sooner: more than that. Their reports then wait in line, are shed
+after two intervals (503), and their workers, silent to the server meanwhile, are counted
+gone; each comes back as a newcomer, which makes every other worker of the group plan again.
+Measured: 5,000 workers joining one group kept one process at that for minutes, never
+settling (`benchmarks.usage_ingest --shape spark --spark-every 8`).
+
+So each answer asks its worker to report no sooner than the namespace's **pace**, which
+keeps the lane busy about `UTILIZATION` of the time, whatever the workers' number; the rest
+is for what must not wait for the pace (a fall's confirmation, an admin change):
+
+- when the lane is saturated (a transaction stores as many reports as it may), the pace
+  becomes at least what would unload it at once: the workers heard from lately, times
+  what a report costs it then, over `UTILIZATION`;
+- otherwise, once the last pace has had its effect (it has lasted as long as itself, and
+  an interval), it moves by the share of the time the lane was busy over `UTILIZATION`
+  (at most halved or doubled), so it comes down once a storm is over.
+
+With up to a few hundred workers the pace stays under the report interval, or nil, and
+changes nothing; with thousands, settling workers report every few seconds rather than every
+interval, and converge in as many more seconds. Their leases last as long as the pace, so
+that none is counted gone while it waits for its turn.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+__all__ = ["UTILIZATION", "Pace"]
+
+UTILIZATION = 0.5  # of its time, what a lane is kept busy with its paced workers' reports
+SMOOTHING = 0.2  # weight of a saturated transaction's cost in the lane's (a moving average)
+MOST_CHANGE = 2.0  # a pace moves by at most this factor at once, but when saturated
+LEAST_PACE = 0.1  # of an interval: a pace below this is none
+
+
+class Pace:
+    """One namespace's pace in one process: who reported lately, and how busy its lane is.
+
+    ``interval_s`` is the report interval; ``silent_s``, how long a live worker may go
+    without reporting (the longest lease and the grace): a paced one may go that much longer.
+    """
+
+    __slots__ = ("_busy_s", "_cost_s", "_heard", "_since", "interval_s", "pace_s", "silent_s")
+
+    def __init__(self, interval_s: float, silent_s: float, now: float) -> None:
+        self.interval_s = interval_s
+        self.silent_s = silent_s
+        self.pace_s = 0.0
+        """Seconds from a report to its worker's next, at least (0: as the answer says)."""
+        self._heard: OrderedDict[str, float] = OrderedDict()
+        """Until when each worker heard from may be silent and alive, last heard last."""
+        self._cost_s: float | None = None
+        """What a report costs the lane when it is saturated (seconds)."""
+        self._since = now
+        self._busy_s = 0.0
+        """The lane's time in transactions since ``_since``."""
+
+    def heard(self, reporter_id: str, now: float) -> None:
+        """A report of ``reporter_id`` arrived at ``now``."""
+        # Its worker is alive until its lease and the pace its answer gives have run out.
+        self._heard[reporter_id] = now + self.silent_s + self.pace_s
+        self._heard.move_to_end(reporter_id)
+
+    def stored(
+        self, reporters: Sequence[str], seconds: float, now: float, *, saturated: bool
+    ) -> None:
+        """A transaction of the lane stored reports of ``reporters`` in ``seconds``, ending
+        at ``now``, and answered them with the pace; ``saturated``: it stored as many as a
+        transaction may."""
+        for reporter_id in reporters:
+            self.heard(reporter_id, now)
+        # Workers gone, first heard first (one heard later, on a shorter pace, may be gone
+        # before: it is counted until those heard before it are gone).
+        heard = self._heard
+        while heard and next(iter(heard.values())) < now:
+            heard.popitem(last=False)
+        self._busy_s += seconds
+        if saturated:
+            cost = seconds / len(reporters)
+            self._cost_s = (
+                cost if self._cost_s is None else (self._cost_s + SMOOTHING * (cost - self._cost_s))
+            )
+            self.pace_s = max(self.pace_s, len(heard) * self._cost_s / UTILIZATION)
+        window = now - self._since
+        if window >= max(self.pace_s, self.interval_s):
+            busy = self._busy_s / window
+            factor = min(1.0, max(1 / MOST_CHANGE, busy / UTILIZATION))
+            pace = self.pace_s * factor
+            self.pace_s = pace if pace >= LEAST_PACE * self.interval_s else 0.0
+            self._since, self._busy_s = now, 0.0
+
+    @property
+    def idle(self) -> bool:
+        """Whether no live worker reports the namespace any more."""
+        return not self._heard
