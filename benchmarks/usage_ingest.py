@@ -27,18 +27,24 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   back, no row ages enough to be due its periodic refresh (in a real steady state a quarter
   of the rows an interval, in one UPDATE per report).
 - ``spark``: many workers, each reporting one namespace every second
-  (``RG_REPORT_INTERVAL_SECONDS=1``), or every ``--spark-every`` seconds (8: steady workers
-  on the default lease, each first settling through a few reports), all in one group unless
-  ``--spark-groups`` says otherwise, on the same database. Each step is a fleet of its own:
-  a server started anew on emptied usage tables, whose workers all join at once (within
-  their first second) and settle in its warm-up (20 s: a worker plans its group at its first
-  four reports, one plan of the group at a time); ``joins_max_ms`` says how long the last of
-  them waited for its first answer. (Steps that shared a server measured each in the wake of
-  the one before: its workers gone, every other worker of the group planned it again.)
-  Open loop: a fixed rate of reports, spread evenly over each second, each worker on a
-  keep-alive connection of its own, as an rgspark worker process holds one (so that its
-  reports reach the server process that answered its last); latency counts from when a
-  report was due, so a server that falls behind cannot hide it.
+  (``RG_REPORT_INTERVAL_SECONDS=1``), all in one group unless ``--spark-groups`` says
+  otherwise, on the same database. Each step is a fleet of its own: a server started anew
+  on emptied usage tables, whose workers all join at once (within their first second) and
+  settle in its warm-up (20 s: a worker plans its group at its first four reports, one plan
+  of the group at a time); ``joins_max_ms`` says how long the last of them waited for its
+  first answer. (Steps that shared a server measured each in the wake of the one before:
+  its workers gone, every other worker of the group planned it again.) Open loop: a fixed
+  rate of reports, spread evenly over each second, each worker on a keep-alive connection
+  of its own, as an rgspark worker process holds one (so that its reports reach the server
+  process that answered its last); latency counts from when a report was due, so a server
+  that falls behind cannot hide it.
+  With ``--spark-every`` over 1 (8: steady workers on the default lease), the server's
+  leases last that long (``RG_REPORT_LEASE_SECONDS``), and each worker reports when its
+  answers ask, as rgspark does: every lease once steady, sooner while it settles, later
+  while the server paces the namespace (`app.quota.pacing`). The workers join over one
+  lease, and the warm-up lasts until every worker's last answer held for the lease (up to
+  five minutes, or ``--spark-warmup``): ``settled_s`` says when that was. What is measured
+  then is the steady state, a report per worker per lease.
   The rate steps up (doubling, then bisecting) to the highest whose p99 latency stays under
   100 ms with no failures; that rate times the seconds between one worker's reports is how
   many worker processes one server process holds (their long polls on changes, a request
@@ -65,6 +71,7 @@ import asyncio
 import contextlib
 import http.client
 import json
+import math
 import os
 import random
 import shutil
@@ -116,17 +123,17 @@ BROKER_BAR_FRACTION = 0.10
 STEADY_JITTER = 0.02  # below the 5% under which a row need not be rewritten
 CHANGE = 0.10  # above it: every row is rewritten
 SPARK_INTERVAL_S = 1.0
-# A new worker's first `PLANNING_REPORTS` reports each plan its group (it probes, then grows
-# into its share), and the plans of a group run one at a time (under its lock): a step's
-# warm-up gives the hundreds of workers that join at its start those plans (over 3,000 for
-# 800 workers, about ten seconds here) and the backlog they leave time to drain before
-# measuring.
+# A new worker's first four reports each plan its group (it probes, then grows into its
+# share), and the plans of a group run one at a time (under its lock): a step's warm-up
+# gives the hundreds of workers that join at its start those plans (over 3,000 for 800
+# workers, about ten seconds here) and the backlog they leave time to drain before measuring.
 SETTLE_S = 20.0
-PLANNING_REPORTS = 4
 SPARK_VERSIONS = 4  # versions of each worker's report, its figures jittered, sent in turn
 P99_BAR_S = 0.100
 NAMESPACES_PER_TENANT = 1000
 REPORT_TIMEOUT_S = 600.0
+SETTLED_LOOK_S = 0.5  # how often a step following its answers looks whether all settled
+FOLLOW_WARMUP_S = 300.0  # the longest such a step waits for that
 GRACE_S = 5.0  # reports still unanswered this long after a step are timeouts
 
 
@@ -536,6 +543,8 @@ class StepResult:
     latencies: list[float] = field(default_factory=list)
     joins: list[float] = field(default_factory=list)
     """Latencies of the first reports of the workers new in the step (in its warm-up)."""
+    settled_s: float | None = None
+    """Workers following their answers: when every one's last answer held for the lease."""
     send_lags: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     not_accepted: int = 0
@@ -565,13 +574,16 @@ class StepResult:
         )
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Follow:
-    """Workers that report when their answers ask, from ``measured_from`` measured, until
-    ``until``."""
+    """Workers that report when their answers ask: measured from ``measured_from`` (once
+    every one's last answer held for the lease, ``lease_ms``) until ``until``."""
 
-    measured_from: float
-    until: float
+    lease_ms: int
+    unsettled: set[int]
+    """Workers whose last answer did not hold for the lease (all, before their first)."""
+    measured_from: float = math.inf
+    until: float = math.inf
 
 
 @dataclass
@@ -674,6 +686,8 @@ class _Pool:
 
     def _due(self, job: _Job) -> None:
         self.scheduled -= 1
+        if self.follow is not None:
+            job.measured = self.follow.measured_from <= job.due < self.follow.until
         self.submit(job)
 
     def submit(self, job: _Job) -> None:
@@ -722,12 +736,17 @@ class _Pool:
         this one was due, as rgspark waits that long from sending it; at once if that has
         passed), or an interval on after a failure, as rgspark backs off."""
         if status == 200:
-            wait = json.loads(body)["reportIntervalMs"] / 1000
-            due = max(job.due + wait, now)
+            answer = json.loads(body)
+            due = max(job.due + answer["reportIntervalMs"] / 1000, now)
+            if answer["leaseMs"] == follow.lease_ms:
+                follow.unsettled.discard(job.reporter)
+            else:
+                follow.unsettled.add(job.reporter)
         else:
             due = now + SPARK_INTERVAL_S
+            follow.unsettled.add(job.reporter)
         if due < follow.until:
-            self.schedule(_Job(due, job.reporter, job.round + 1, due >= follow.measured_from))
+            self.schedule(_Job(due, job.reporter, job.round + 1, measured=False))
 
     def lost(self, connection: _SparkConnection) -> None:
         self.open -= 1
@@ -821,20 +840,28 @@ async def _spark_step(
 
     With ``follow``, the workers join as before (spread over ``every_s``), and then each
     reports when its answers ask (`_Pool._follow`): every ``every_s`` once steady on its
-    lease, sooner while it settles.
+    lease, sooner while it settles. The warm-up then ends as soon as every worker's last
+    answer held for the lease (``warmup`` at most, ``every_s`` at least), and
+    `StepResult.settled_s` says when that was.
     """
     reporters = max(1, round(rate * every_s))
     step = StepResult(rate=rate, seconds=seconds)
     loop = asyncio.get_running_loop()
     total = warmup + seconds
     start = time.perf_counter() + 0.05
-    following = _Follow(start + warmup, start + total) if follow else None
+    following = _Follow(round(every_s * 1000), set(range(reporters))) if follow else None
     pool = _Pool(port, step, _spark_requests(reporters, groups, token, port, every_s), following)
     cpu_start = time.process_time()
     if following is not None:
         for reporter in range(reporters):
             pool.schedule(_Job(start + reporter / rate, reporter, 0, False, joins=True))
-        await asyncio.sleep(following.until - time.perf_counter())
+        while (now := time.perf_counter()) < start + warmup:
+            if now >= start + every_s and not following.unsettled:
+                step.settled_s = now - start
+                break
+            await asyncio.sleep(SETTLED_LOOK_S)
+        following.measured_from, following.until = now, now + seconds
+        await asyncio.sleep(seconds)
     else:
         for index in range(int(total * rate)):
             due = start + index / rate
@@ -870,6 +897,9 @@ def _step_summary(step: StepResult, meter: Meter, every_s: float) -> dict[str, A
         "joined": len(joins),
         "joins_p50_ms": round(percentile(joins, 0.50) * 1000, 1),
         "joins_max_ms": round(joins[-1] * 1000, 1) if joins else None,
+        # Workers following their answers: seconds from the first join until every worker's
+        # last answer held for the lease (null: not within the warm-up, or not following).
+        "settled_s": _round(step.settled_s, 1),
         "completed_per_second": round(len(lat) / step.seconds, 1),
         "p50_ms": round(percentile(lat, 0.50) * 1000, 1),
         "p90_ms": round(percentile(lat, 0.90) * 1000, 1),
@@ -923,10 +953,6 @@ def _spark(
         )
         started = time.perf_counter()
         try:
-            # Workers reporting less often than the interval (steady ones, on their leases)
-            # join and settle first, their planning reports all sent (and half a period to
-            # spare) before what is measured, which is then steady.
-            warmup = max(args.spark_warmup, (PLANNING_REPORTS + 0.5) * every_s)
             meter = Meter(server, database)
             meter.start()
             step = _run_loop(
@@ -936,7 +962,7 @@ def _spark(
                     args.spark_groups,
                     rate,
                     every_s,
-                    warmup,
+                    args.spark_warmup,
                     args.spark_seconds,
                     follow,
                 )
@@ -1100,7 +1126,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=SPARK_INTERVAL_S,
         help="Seconds between one worker's reports: 1, the interval (settling workers), or "
-        "the lease (8: steady ones). Workers held = the sustained rate times this.",
+        "the lease (8: steady ones, each reporting when its answers ask). Workers held = the "
+        "sustained rate times this.",
     )
     parser.add_argument(
         "--postgres-url",
@@ -1125,7 +1152,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             "spark_start": 50,
             "spark_refine": 3,
             "spark_seconds": 4.0,
-            "spark_warmup": SETTLE_S,
+            "spark_warmup": FOLLOW_WARMUP_S if args.spark_every > SPARK_INTERVAL_S else SETTLE_S,
         }
     )
     for name, value in defaults.items():

@@ -17,9 +17,9 @@ is for what must not wait for the pace (a fall's confirmation, an admin change):
 - when the lane is saturated (a transaction stores as many reports as it may), the pace
   becomes at least what would unload it at once: the workers heard from lately, times
   what a report costs it then, over `UTILIZATION`;
-- otherwise, once the last pace has had its effect (it has lasted as long as itself, and
-  an interval), it moves by the share of the time the lane was busy over `UTILIZATION`
-  (at most halved or doubled), so it comes down once a storm is over.
+- once the last pace has had its effect (it has lasted as long as itself, and an
+  interval), it falls to that times the share of the time the lane was busy over
+  `UTILIZATION`, if that is less (at most by half): it comes down once a storm is over.
 
 With up to a few hundred workers the pace stays under the report interval, or nil, and
 changes nothing; with thousands, settling workers report every few seconds rather than every
@@ -36,7 +36,7 @@ __all__ = ["UTILIZATION", "Pace"]
 
 UTILIZATION = 0.5  # of its time, what a lane is kept busy with its paced workers' reports
 SMOOTHING = 0.2  # weight of a saturated transaction's cost in the lane's (a moving average)
-MOST_CHANGE = 2.0  # a pace moves by at most this factor at once, but when saturated
+MOST_FALL = 2.0  # a pace falls by at most this factor at once
 LEAST_PACE = 0.1  # of an interval: a pace below this is none
 
 
@@ -91,7 +91,7 @@ class Pace:
         window = now - self._since
         if window >= max(self.pace_s, self.interval_s):
             busy = self._busy_s / window
-            factor = min(1.0, max(1 / MOST_CHANGE, busy / UTILIZATION))
+            factor = min(1.0, max(1 / MOST_FALL, busy / UTILIZATION))
             pace = self.pace_s * factor
             self.pace_s = pace if pace >= LEAST_PACE * self.interval_s else 0.0
             self._since, self._busy_s = now, 0.0

@@ -64,3 +64,28 @@ def test_usage_ingest_runs_and_reports() -> None:
     assert report["spark_by_server_processes"]["2"]["model"]["server_processes"] == 2
     assert set(report["spark_scaling"]) == {"1", "2"}
     assert report["spark_scaling"]["1"] == 1.0
+
+
+def test_workers_on_leases_settle_then_are_measured_steady() -> None:
+    completed = subprocess.run(
+        [
+            *(sys.executable, "-m", "benchmarks.usage_ingest", "--shape", "spark"),
+            *("--reporters", "3", "--namespaces-per-reporter", "50", "--spread", "3"),
+            *("--spark-every", "2", "--spark-start", "10", "--spark-max", "10"),
+            *("--spark-refine", "0", "--spark-seconds", "2", "--spark-warmup", "60"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert completed.returncode == 0, completed.stderr
+    spark = json.loads(completed.stdout)["spark"]
+    assert spark["model"]["report_every_seconds"] == 2.0
+    [step] = spark["steps"]
+    assert step["reporters"] == 20 and step["joined"] == 20
+    # Every worker's last answer held for the 2 s lease before the step was measured: not
+    # before they had all joined, over one lease, and long before the minute allowed.
+    assert 2.0 <= step["settled_s"] < 60.0
+    assert step["failed"] == 0 and step["passed"]
+    assert spark["worker_processes_per_server"] == 20
