@@ -42,9 +42,9 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   leases last that long (``RG_REPORT_LEASE_SECONDS``), and each worker reports when its
   answers ask, as rgspark does: every lease once steady, sooner while it settles, later
   while the server paces the namespace (`app.quota.pacing`). The workers join over one
-  lease, and the warm-up lasts until every worker's last answer held for the lease (up to
-  five minutes, or ``--spark-warmup``): ``settled_s`` says when that was. What is measured
-  then is the steady state, a report per worker per lease.
+  lease, and the warm-up lasts until the last answer of all but 1% of them held for the
+  lease (up to five minutes, or ``--spark-warmup``): ``settled_s`` says when that was (null:
+  they did not). What is measured then is the steady state, a report per worker per lease.
   The rate steps up (doubling, then bisecting) to the highest whose p99 latency stays under
   100 ms with no failures; that rate times the seconds between one worker's reports is how
   many worker processes one server process holds (their long polls on changes, a request
@@ -133,6 +133,7 @@ P99_BAR_S = 0.100
 NAMESPACES_PER_TENANT = 1000
 REPORT_TIMEOUT_S = 600.0
 SETTLED_LOOK_S = 0.5  # how often a step following its answers looks whether all settled
+UNSETTLED = 0.01  # of its workers: those that may still be settling when it is measured
 FOLLOW_WARMUP_S = 300.0  # the longest such a step waits for that
 GRACE_S = 5.0  # reports still unanswered this long after a step are timeouts
 
@@ -544,7 +545,8 @@ class StepResult:
     joins: list[float] = field(default_factory=list)
     """Latencies of the first reports of the workers new in the step (in its warm-up)."""
     settled_s: float | None = None
-    """Workers following their answers: when every one's last answer held for the lease."""
+    """Workers following their answers: when the last answer of all but `UNSETTLED` of them
+    held for the lease."""
     send_lags: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
     not_accepted: int = 0
@@ -840,9 +842,9 @@ async def _spark_step(
 
     With ``follow``, the workers join as before (spread over ``every_s``), and then each
     reports when its answers ask (`_Pool._follow`): every ``every_s`` once steady on its
-    lease, sooner while it settles. The warm-up then ends as soon as every worker's last
-    answer held for the lease (``warmup`` at most, ``every_s`` at least), and
-    `StepResult.settled_s` says when that was.
+    lease, sooner while it settles. The warm-up then ends as soon as the last answer of
+    every worker but `UNSETTLED` of them held for the lease (``warmup`` at most,
+    ``every_s`` at least), and `StepResult.settled_s` says when that was.
     """
     reporters = max(1, round(rate * every_s))
     step = StepResult(rate=rate, seconds=seconds)
@@ -856,7 +858,7 @@ async def _spark_step(
         for reporter in range(reporters):
             pool.schedule(_Job(start + reporter / rate, reporter, 0, False, joins=True))
         while (now := time.perf_counter()) < start + warmup:
-            if now >= start + every_s and not following.unsettled:
+            if now >= start + every_s and len(following.unsettled) <= UNSETTLED * reporters:
                 step.settled_s = now - start
                 break
             await asyncio.sleep(SETTLED_LOOK_S)
@@ -897,8 +899,8 @@ def _step_summary(step: StepResult, meter: Meter, every_s: float) -> dict[str, A
         "joined": len(joins),
         "joins_p50_ms": round(percentile(joins, 0.50) * 1000, 1),
         "joins_max_ms": round(joins[-1] * 1000, 1) if joins else None,
-        # Workers following their answers: seconds from the first join until every worker's
-        # last answer held for the lease (null: not within the warm-up, or not following).
+        # Workers following their answers: seconds from the first join until the last answer
+        # of all but 1% held for the lease (null: not within the warm-up, or not following).
         "settled_s": _round(step.settled_s, 1),
         "completed_per_second": round(len(lat) / step.seconds, 1),
         "p50_ms": round(percentile(lat, 0.50) * 1000, 1),

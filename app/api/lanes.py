@@ -30,6 +30,7 @@ it stores (`app.quota.pacing`): every answer of its reports asks for no report s
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -44,6 +45,10 @@ from app.quota.pacing import Pace
 MAX_BATCH = 32
 """Reports stored in one transaction: it holds the group's lock, which reports of the
 group from other processes wait for, while it stores them all."""
+PACE_SPREAD = 0.5
+"""Each answer's pace is the lane's, up to this much longer (at random)."""
+SATURATED = 0.25
+"""Of the longest a report may wait: a lane whose reports wait this long is saturated."""
 
 
 class Work(Protocol):
@@ -120,7 +125,8 @@ class ReportLanes:
                     started = clock()
                     await self._store(batch, pace.pace_s)
                     ended = clock()
-                    saturated = len(batch) == MAX_BATCH
+                    # Saturated: its reports wait long enough to be shed soon.
+                    saturated = started - batch[0].queued_at >= SATURATED * self.max_wait_s
                     reporters = [report.reporter_id for report in batch]
                     pace.stored(reporters, ended - started, ended, saturated=saturated)
         finally:
@@ -171,7 +177,12 @@ def _store_all(session: Session, batch: list[_Report], pace_s: float) -> list[by
             .order_by(QuotaReporter.reporter_id)
             .with_for_update()
         )
-    return [report.work(session, pace_s=pace_s) for report in batch]
+    # Each a pace of its own, up to half as long again: workers paced together (a job's,
+    # joining at once) would otherwise all come back together, and saturate the lane anew.
+    return [
+        report.work(session, pace_s=pace_s * (1 + PACE_SPREAD * random.random()))
+        for report in batch
+    ]
 
 
 def _fail(batch: list[_Report], error: Exception) -> None:

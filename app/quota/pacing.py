@@ -14,7 +14,7 @@ So each answer asks its worker to report no sooner than the namespace's **pace**
 keeps the lane busy about `UTILIZATION` of the time, whatever the workers' number; the rest
 is for what must not wait for the pace (a fall's confirmation, an admin change):
 
-- when the lane is saturated (a transaction stores as many reports as it may), the pace
+- when the lane is saturated (its reports wait long enough to be shed soon), the pace
   becomes at least what would unload it at once: the workers heard from lately, times
   what a report costs it then, over `UTILIZATION`;
 - once the last pace has had its effect (it has lasted as long as itself, and an
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 __all__ = ["UTILIZATION", "Pace"]
 
 UTILIZATION = 0.5  # of its time, what a lane is kept busy with its paced workers' reports
-SMOOTHING = 0.2  # weight of a saturated transaction's cost in the lane's (a moving average)
+SMOOTHING = 0.1  # weight of a saturated transaction's cost in the lane's (a moving average)
 MOST_FALL = 2.0  # a pace falls by at most this factor at once
 LEAST_PACE = 0.1  # of an interval: a pace below this is none
 
@@ -72,8 +72,8 @@ class Pace:
         self, reporters: Sequence[str], seconds: float, now: float, *, saturated: bool
     ) -> None:
         """A transaction of the lane stored reports of ``reporters`` in ``seconds``, ending
-        at ``now``, and answered them with the pace; ``saturated``: it stored as many as a
-        transaction may."""
+        at ``now``, and answered them with the pace; ``saturated``: they waited long enough
+        in line to be shed soon."""
         for reporter_id in reporters:
             self.heard(reporter_id, now)
         # Workers gone, first heard first (one heard later, on a shorter pace, may be gone
