@@ -22,9 +22,10 @@ is for what must not wait for the pace (a fall's confirmation, an admin change):
   `UTILIZATION`, if that is less (at most by half): it comes down once a storm is over.
 
 With up to a few hundred workers the pace stays under the report interval, or nil, and
-changes nothing; with thousands, settling workers report every few seconds rather than every
-interval, and converge in as many more seconds. Their leases last as long as the pace, so
-that none is counted gone while it waits for its turn.
+changes nothing; with thousands, they report every few to tens of seconds rather than every
+interval, and their group converges that much more slowly (measured: 5,000 workers joining
+one group at once were paced to about half a minute, and every report was answered). Their
+leases last as long as the pace, so that none is counted gone while it waits for its turn.
 """
 
 from __future__ import annotations
