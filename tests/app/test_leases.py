@@ -71,18 +71,25 @@ class TestLeases:
         both_want_800(servers, job, clock, rounds=6)
         clock.now += INTERVAL_S
         assert report(servers[0], job, "a", body(clock, 800))["leaseMs"] == LEASE_MS
-        leased_at = clock.now
-        # "a" is silent past the three intervals that would have ended it without a lease:
-        # "b" still shares with it.
-        while clock.now < leased_at + LEASE_MS / 1000 + INTERVAL_S:
-            clock.now += INTERVAL_S
-            rate = allocated(report(servers[1], job, "b", body(clock, 800)))
-            assert rate == pytest.approx(QUOTA / 2, rel=0.05)
-        # Two intervals past its lease, it is gone, and "b" takes the whole quota.
-        for _ in range(3):
-            clock.now += INTERVAL_S
-            rate = allocated(report(servers[1], job, "b", body(clock, 800)))
-        assert rate == pytest.approx(QUOTA, rel=0.05)
+        # "a" is silent past the three intervals that would have ended it without a lease.
+        b_shares_with_a_while_alive(servers, job, clock, LEASE_MS / 1000)
+
+
+def b_shares_with_a_while_alive(
+    servers: list[FastAPI], job: dict[str, str], clock: FakeClock, lease_s: float
+) -> None:
+    """ "a" just answered with ``lease_s``, then silent: "b", reporting every interval, shares
+    the quota with it through the lease (and an interval), and has all of it once "a" is gone,
+    two intervals after its lease."""
+    answered_at = clock.now
+    while clock.now < answered_at + lease_s + INTERVAL_S:
+        clock.now += INTERVAL_S
+        rate = allocated(report(servers[1], job, "b", body(clock, 800)))
+        assert rate == pytest.approx(QUOTA / 2, rel=0.05)
+    for _ in range(3):
+        clock.now += INTERVAL_S
+        rate = allocated(report(servers[1], job, "b", body(clock, 800)))
+    assert rate == pytest.approx(QUOTA, rel=0.05)
 
 
 def paced_report(app: FastAPI, reporter: str, payload: Any, pace_s: float) -> dict[str, Any]:
@@ -130,16 +137,7 @@ class TestPacedAnswers:
         both_want_800(servers, job, clock, rounds=6)
         clock.now += INTERVAL_S
         paced_report(servers[0], "a", body(clock, 800), self.PACE_S)
-        paced_at = clock.now
-        # Silent for its pace, "a" still holds half the quota: "b" shares with it.
-        while clock.now < paced_at + self.PACE_S + INTERVAL_S:
-            clock.now += INTERVAL_S
-            rate = allocated(report(servers[1], job, "b", body(clock, 800)))
-            assert rate == pytest.approx(QUOTA / 2, rel=0.05)
-        for _ in range(3):  # two intervals past its pace, it is gone
-            clock.now += INTERVAL_S
-            rate = allocated(report(servers[1], job, "b", body(clock, 800)))
-        assert rate == pytest.approx(QUOTA, rel=0.05)
+        b_shares_with_a_while_alive(servers, job, clock, self.PACE_S)
 
 
 @pytest.mark.usefixtures("world")

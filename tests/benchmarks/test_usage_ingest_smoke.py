@@ -6,19 +6,18 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_usage_ingest_runs_and_reports() -> None:
+def usage_ingest(*args: str) -> dict[str, Any]:
+    """The benchmark's report, run tiny: 3 brokers of 50 namespaces, and ``args``."""
     completed = subprocess.run(
         [
             *(sys.executable, "-m", "benchmarks.usage_ingest"),
             *("--reporters", "3", "--namespaces-per-reporter", "50", "--spread", "3"),
-            *("--steady-intervals", "1", "--changed-interval"),
-            *("--spark-start", "10", "--spark-max", "20", "--spark-refine", "0"),
-            *("--spark-seconds", "1", "--spark-warmup", "0.5"),
-            *("--spark-server-processes", "1,2"),
+            *args,
         ],
         cwd=REPO_ROOT,
         capture_output=True,
@@ -26,7 +25,17 @@ def test_usage_ingest_runs_and_reports() -> None:
         timeout=180,
     )
     assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
+    report: dict[str, Any] = json.loads(completed.stdout)
+    return report
+
+
+def test_usage_ingest_runs_and_reports() -> None:
+    report = usage_ingest(
+        *("--steady-intervals", "1", "--changed-interval"),
+        *("--spark-start", "10", "--spark-max", "20", "--spark-refine", "0"),
+        *("--spark-seconds", "1", "--spark-warmup", "0.5"),
+        *("--spark-server-processes", "1,2"),
+    )
 
     assert {"broker_scale", "spark", "failed", "config", "database"} <= report.keys()
     assert report["failed"] == 0
@@ -67,20 +76,11 @@ def test_usage_ingest_runs_and_reports() -> None:
 
 
 def test_workers_on_leases_settle_then_are_measured_steady() -> None:
-    completed = subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.usage_ingest", "--shape", "spark"),
-            *("--reporters", "3", "--namespaces-per-reporter", "50", "--spread", "3"),
-            *("--spark-every", "2", "--spark-start", "10", "--spark-max", "10"),
-            *("--spark-refine", "0", "--spark-seconds", "2", "--spark-warmup", "60"),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
+    report = usage_ingest(
+        *("--shape", "spark", "--spark-every", "2", "--spark-start", "10", "--spark-max", "10"),
+        *("--spark-refine", "0", "--spark-seconds", "2", "--spark-warmup", "60"),
     )
-    assert completed.returncode == 0, completed.stderr
-    spark = json.loads(completed.stdout)["spark"]
+    spark = report["spark"]
     assert spark["model"]["report_every_seconds"] == 2.0
     [step] = spark["steps"]
     assert step["reporters"] == 20 and step["joined"] == 20
