@@ -97,6 +97,7 @@ class ReportLanes:
         now = asyncio.get_running_loop().time()
         pace = self._paces.get(namespace)
         if pace is None:
+            self._forget_idle(now)
             pace = self._paces[namespace] = Pace(self.interval_s, self.silent_s, now)
         pace.heard(reporter_id, now)
         report = _Report(reporter_id, work)
@@ -131,10 +132,20 @@ class ReportLanes:
                     pace.stored(reporters, ended - started, ended, saturated=saturated)
         finally:
             del self._waiting[namespace]
-            if pace.idle:
-                del self._paces[namespace]
             for report in waiting:  # only when cancelled, at shutdown
                 report.answer.cancel()
+
+    def paces(self) -> dict[str, float]:
+        """Each namespace's pace (seconds; 0: none), while it has workers alive."""
+        return {namespace: pace.pace_s for namespace, pace in self._paces.items()}
+
+    def _forget_idle(self, now: float) -> None:
+        """Forget the paces of namespaces whose workers are all gone (looked at as another
+        namespace's begins: a pace goes on only while its workers report)."""
+        for namespace, pace in list(self._paces.items()):
+            pace.forget_gone(now)
+            if pace.idle and namespace not in self._waiting:
+                del self._paces[namespace]
 
     def _shed(self, waiting: list[_Report]) -> None:
         """Answer the reports that waited too long (the oldest, first in line) with a 503."""

@@ -77,11 +77,8 @@ class Pace:
         in line to be shed soon."""
         for reporter_id in reporters:
             self.heard(reporter_id, now)
-        # Workers gone, first heard first (one heard later, on a shorter pace, may be gone
-        # before: it is counted until those heard before it are gone).
+        self.forget_gone(now)
         heard = self._heard
-        while heard and next(iter(heard.values())) < now:
-            heard.popitem(last=False)
         self._busy_s += seconds
         if saturated:
             cost = seconds / len(reporters)
@@ -96,6 +93,13 @@ class Pace:
             pace = self.pace_s * factor
             self.pace_s = pace if pace >= LEAST_PACE * self.interval_s else 0.0
             self._since, self._busy_s = now, 0.0
+
+    def forget_gone(self, now: float) -> None:
+        """Forget the workers gone by ``now``, first heard first (one heard later, on a
+        shorter pace, may be gone before: it is counted until those heard before it are)."""
+        heard = self._heard
+        while heard and next(iter(heard.values())) < now:
+            heard.popitem(last=False)
 
     @property
     def idle(self) -> bool:

@@ -184,3 +184,19 @@ def test_reports_that_waited_too_long_are_answered_503_unstored(
     assert isinstance(a, ServiceUnavailable) and isinstance(b, ServiceUnavailable)
     assert a.status_code == 503 and "waited over 0.2 s in line, with 3 reports" in a.reason
     assert stored(engine) == ["c", "first"]
+
+
+def test_a_namespace_whose_workers_are_gone_has_no_pace_left(app: FastAPI) -> None:
+    lanes, reports = (
+        ReportLanes(state_of(app).sessions, max_wait_s=60, interval_s=1.0, silent_s=0.2),
+        Reports(),
+    )
+
+    async def run() -> None:
+        assert await lanes.submit("t/a", "w1", reports.store("w1")) == b"w1"
+        assert set(lanes.paces()) == {"t/a"}
+        await asyncio.sleep(0.3)  # w1, silent past its lease, is gone: t/a's pace with it
+        assert await lanes.submit("t/b", "w2", reports.store("w2")) == b"w2"
+        assert lanes.paces() == {"t/b": 0.0}
+
+    asyncio.run(run())
