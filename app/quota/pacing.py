@@ -14,18 +14,20 @@ So each answer asks its worker to report no sooner than the namespace's **pace**
 keeps the lane busy about `UTILIZATION` of the time, whatever the workers' number; the rest
 is for what must not wait for the pace (a fall's confirmation, an admin change):
 
-- when the lane is saturated (its reports wait long enough to be shed soon), the pace
-  becomes at least what would unload it at once: the workers heard from lately, times
-  what a report costs it then, over `UTILIZATION`;
+- when the lane is saturated (its reports wait long enough to be shed soon: a quarter of
+  the longest they may, half a second with the default interval), the pace becomes at
+  least what would unload it at once: the workers heard from lately, times what a report
+  costs it then, over `UTILIZATION`;
 - once the last pace has had its effect (it has lasted as long as itself, and an
   interval), it falls to that times the share of the time the lane was busy over
   `UTILIZATION`, if that is less (at most by half): it comes down once a storm is over.
 
-With up to a few hundred workers the pace stays under the report interval, or nil, and
-changes nothing; with thousands, they report every few to tens of seconds rather than every
-interval, and their group converges that much more slowly (measured: 5,000 workers joining
-one group at once were paced to about half a minute, and every report was answered). Their
-leases last as long as the pace, so that none is counted gone while it waits for its turn.
+A lane whose reports never wait that long is never paced (tens of workers, or hundreds
+joining over a few seconds), and nothing changes; with thousands joining at once, they
+report every few to tens of seconds rather than every interval, and their group converges
+that much more slowly (measured: 5,000 workers joining one group at once were paced to
+about half a minute, and every report was answered). Their leases last as long as the
+pace, so that none is counted gone while it waits for its turn.
 """
 
 from __future__ import annotations
