@@ -42,9 +42,10 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   leases last that long (``RG_REPORT_LEASE_SECONDS``), and each worker reports when its
   answers ask, as rgspark does: every lease once steady, sooner while it settles, later
   while the server paces the namespace (`app.quota.pacing`). The workers join over one
-  lease, and the warm-up lasts until the last answer of all but 1% of them held for the
-  lease (up to five minutes, or ``--spark-warmup``): ``settled_s`` says when that was (null:
-  they did not). What is measured then is the steady state, a report per worker per lease.
+  lease (or over ``--spark-join-seconds``: a fleet that ramps up), and the warm-up lasts
+  until the last answer of all but 1% of them held for the lease (up to five minutes, or
+  ``--spark-warmup``): ``settled_s`` says when that was (null: they did not). What is
+  measured then is the steady state, a report per worker per lease.
   The rate steps up (doubling, then bisecting) to the highest whose p99 latency stays under
   100 ms with no failures; that rate times the seconds between one worker's reports is how
   many worker processes one server process holds (their long polls on changes, a request
@@ -836,11 +837,13 @@ async def _spark_step(
     warmup: float,
     seconds: float,
     follow: bool,
+    join_s: float | None = None,
 ) -> StepResult:
     """Offer ``rate`` reports per second, each worker's every ``every_s``, for ``warmup +
     seconds``; measure the last ``seconds``, and each worker's first report (joining).
 
-    With ``follow``, the workers join as before (spread over ``every_s``), and then each
+    With ``follow``, the workers join as before (spread over ``every_s``, or over
+    ``join_s``), and then each
     reports when its answers ask (`_Pool._follow`): every ``every_s`` once steady on its
     lease, sooner while it settles. The warm-up then ends as soon as the last answer of
     every worker but `UNSETTLED` of them held for the lease (``warmup`` at most,
@@ -855,10 +858,13 @@ async def _spark_step(
     pool = _Pool(port, step, _spark_requests(reporters, groups, token, port, every_s), following)
     cpu_start = time.process_time()
     if following is not None:
+        joined_s = every_s if join_s is None else join_s
         for reporter in range(reporters):
-            pool.schedule(_Job(start + reporter / rate, reporter, 0, False, joins=True))
+            due = start + joined_s * reporter / reporters
+            pool.schedule(_Job(due, reporter, 0, False, joins=True))
         while (now := time.perf_counter()) < start + warmup:
-            if now >= start + every_s and len(following.unsettled) <= UNSETTLED * reporters:
+            settling = len(following.unsettled) > UNSETTLED * reporters
+            if now >= start + max(every_s, joined_s) and not settling:
                 step.settled_s = now - start
                 break
             await asyncio.sleep(SETTLED_LOOK_S)
@@ -967,6 +973,7 @@ def _spark(
                     args.spark_warmup,
                     args.spark_seconds,
                     follow,
+                    args.spark_join_seconds,
                 )
             )
             meter.stop()
@@ -1030,6 +1037,8 @@ def _spark(
             "was due",
             "warmup_seconds_per_step": args.spark_warmup,
             "measured_seconds_per_step": args.spark_seconds,
+            # The workers of a step start evenly over this (with --spark-every over 1).
+            "join_seconds": args.spark_join_seconds if follow else None,
         },
         "p99_bar_ms": P99_BAR_S * 1000,
         "sustained_reports_per_second": None if best is None else round(best, 1),
@@ -1132,6 +1141,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "sustained rate times this.",
     )
     parser.add_argument(
+        "--spark-join-seconds",
+        type=float,
+        help="With --spark-every over 1: the workers of a step start evenly over this many "
+        "seconds (a fleet ramping up) rather than all within one lease.",
+    )
+    parser.add_argument(
         "--postgres-url",
         default=os.environ.get("RG_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
         help="A PostgreSQL server and a database on it to connect to; the benchmark creates "
@@ -1168,6 +1183,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--namespaces-per-reporter and --spark-groups must be 1 or more")
     if args.steady_intervals < 0 or args.settle_intervals < 0:
         parser.error("--settle-intervals and --steady-intervals must be 0 or more")
+    if args.spark_join_seconds is not None and args.spark_join_seconds <= 0:
+        parser.error("--spark-join-seconds must be positive")
     if args.spark_start <= 0 or args.spark_seconds <= 0 or args.spark_warmup < 0:
         parser.error("--spark-start and --spark-seconds must be positive")
     if args.spark_every <= 0:

@@ -108,7 +108,7 @@ from app.quota.statements import new_token, new_tokens
 from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
 from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
 
-__all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
+__all__ = ["Effective", "NotSteady", "effective_groups", "parse_namespace", "submit"]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
@@ -117,6 +117,12 @@ LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's tak
 FEW_MARKERS = 100
 _ALL_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 _string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes a string with
+
+
+class NotSteady(Exception):
+    """A report submitted ``only_steady`` is not steady: it plans or writes, so it was not
+    stored (its transaction is to be rolled back), and is to be submitted again as any
+    other, in its namespace's lane (`app.api.lanes`)."""
 
 
 def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Effective]) -> None:
@@ -200,6 +206,7 @@ def submit(
     stats: GroupStats | None = None,
     max_reporters: int | None = None,
     pace_s: float = 0.0,
+    only_steady: bool = False,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
     the JSON of a `ReportResult`. In five steps: **look up** the namespaces' groups and the
@@ -208,20 +215,25 @@ def submit(
     each namespace's grants into its row; **write** the rows due; **answer**.
 
     A steady reporter's answer holds for ``max_lease_s``, a settling one's for an interval
-    (`app.quota.leases`); either asks for no report sooner than ``pace_s``, and holds as long
-    (`app.quota.pacing`). `stats` (the metrics) learns each group's totals as a plan of it saw them;
-    ``max_reporters`` caps a role's live reporters per namespace (`limit_reporters`).
+    (`app.quota.leases`) or ``pace_s`` if longer, and asks for no report sooner
+    (`app.quota.pacing`): the pace keeps a namespace's lane from more planning reports than
+    it stores, and is not a steady reporter's, whose next report is most likely steady too,
+    and then takes no lane (`app.api.lanes`). `stats` (the metrics) learns each group's
+    totals as a plan of it saw them; ``max_reporters`` caps a role's live reporters per
+    namespace (`limit_reporters`). With ``only_steady``, a report that is not steady raises
+    `NotSteady` before it plans or writes anything.
     """
     # 1. Look up.
     names = list(report.namespaces)
     queries = UsageRepository.of(session)
     accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
     moment = datetime.fromtimestamp(now, UTC)
-    # Alive until its lease runs out: the one this process last gave it, as a guess that
-    # holds in a steady state; moved below if this answer gives another. The claim reads
+    # Alive until its lease runs out: the one this process last gave it, or the pace if
+    # longer (a paced answer holds as long), as a guess that holds in a steady state and
+    # while paced; moved below if this answer gives another. The claim reads
     # the admin generation too, before anything it guards is read (and, an accepted report
     # being soft state, has its commit not wait for the disk: see `UsageRepository.claim`).
-    guessed = cache.lease(reporter_id) or interval_s
+    guessed = max(cache.lease(reporter_id) or interval_s, pace_s)
     until = lease_until(moment, guessed, interval_s)
     token, generation = claim_reporter(session, principal, reporter_id, until, alive=accepted)
     # Namespaces that this process last answered the reporter about under the same admin
@@ -253,6 +265,8 @@ def submit(
         and not markers
         and held_still(repeated.held, figures_of(report), covered_s)
     )
+    if only_steady and not steady:
+        raise NotSteady(reporter_id)
     saved: list[Saved] = []  # the groups planned, to be stored with the rows
     if steady and known is not None:
         state = replace(known)  # shares its rows, plans and answers, which stay as they are
@@ -325,12 +339,9 @@ def submit(
     # A reporter that changed nothing its groups' plans read, and waits for nothing, holds
     # its answer for a lease: whatever moves its share from now on is pushed to it.
     quiet = not dropped and not any(entry.changed for entry in entries)
-    leased = lease_s(
-        steady=accepted and quiet and not answered.early,
-        interval_s=interval_s,
-        max_lease_s=max_lease_s,
-    )
-    state.lease_s = max(leased, pace_s)
+    state.quiet = accepted and quiet and not answered.early
+    leased = lease_s(steady=state.quiet, interval_s=interval_s, max_lease_s=max_lease_s)
+    state.lease_s = leased if state.quiet else max(leased, pace_s)
     if accepted and token is not None and state.lease_s != guessed:
         queries.extend(reporter_id, lease_until(moment, state.lease_s, interval_s))
     if accepted and token is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.quota.pacing import LEAST_PACE, UTILIZATION, Pace
+from app.quota.pacing import LEAST_PACE, SPREAD, UTILIZATION, Pace
 
 INTERVAL_S = 1.0
 SILENT_S = 10.0
@@ -43,6 +43,20 @@ def test_a_saturated_lane_paces_its_workers_to_half_its_time() -> None:
     # Each of 5,000 workers reporting once a pace takes half the lane's time.
     assert pace.pace_s == pytest.approx(5000 * 0.003 / UTILIZATION)
     assert 5000 / pace.pace_s * 0.003 == pytest.approx(UTILIZATION)
+
+
+def test_only_the_reports_it_holds_back_count_in_what_a_report_costs() -> None:
+    """A storm of joins: each worker's first report costs five times a later one, and is
+    not held back by the pace, which keeps the later ones to half the lane's time."""
+    pace = Pace(INTERVAL_S, SILENT_S, now=0.0)
+    for worker in workers(5000):
+        pace.heard(worker, 0.0)
+    # Joins alone teach the pace nothing: it cannot hold them back.
+    pace.stored(workers(BATCH), BATCH * 0.015, 0.0, saturated=True, held_back=[])
+    assert pace.pace_s == 0.0
+    # A batch of 24 joins and 8 later reports of 3 ms each.
+    pace.stored(workers(BATCH), 0.4, 0.0, saturated=True, held_back=[0.003] * 8)
+    assert pace.pace_s == pytest.approx(5000 * 0.003 / UTILIZATION)
 
 
 def test_the_pace_comes_down_once_the_lane_has_time_to_spare() -> None:
@@ -82,7 +96,7 @@ def test_workers_silent_past_their_lease_and_their_pace_are_gone() -> None:
     assert unpaced.idle
     paced = storm(1000, cost_s=0.005)
     paced.stored(workers(1000), 0.1, 0.0, saturated=False)  # answered with a 10 s pace
-    paced.stored([], 0.0, SILENT_S + 0.1, saturated=False)
-    assert not paced.idle  # a paced worker may be silent for its pace too
     paced.stored([], 0.0, SILENT_S + 10.1, saturated=False)
+    assert not paced.idle  # a paced worker may be silent for its pace too, however spread
+    paced.stored([], 0.0, SILENT_S + 10 * (1 + SPREAD) + 0.1, saturated=False)
     assert paced.idle

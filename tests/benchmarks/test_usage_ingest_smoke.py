@@ -89,3 +89,18 @@ def test_workers_on_leases_settle_then_are_measured_steady() -> None:
     assert 2.0 <= step["settled_s"] < 60.0
     assert step["failed"] == 0 and step["passed"]
     assert spark["worker_processes_per_server"] == 20
+
+
+def test_a_fleet_ramping_up_settles_once_its_last_worker_joined() -> None:
+    report = usage_ingest(
+        *("--shape", "spark", "--spark-every", "2", "--spark-start", "10", "--spark-max", "10"),
+        *("--spark-refine", "0", "--spark-seconds", "2", "--spark-warmup", "60"),
+        *("--spark-join-seconds", "6"),
+    )
+    spark = report["spark"]
+    assert spark["model"]["join_seconds"] == 6.0
+    [step] = spark["steps"]
+    assert step["joined"] == 20
+    # Not settled before the last of the 20 workers started, 6 s in.
+    assert 6.0 <= step["settled_s"] < 60.0
+    assert step["failed"] == 0 and step["passed"]
