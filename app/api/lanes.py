@@ -25,14 +25,6 @@ on them long ago (and sent newer ones, which wait behind), and take longer with 
 The worker backs off and reports again (rgspark's fail-static rule holds its share
 meanwhile). So that it comes to that only for a moment, each lane paces its workers to what
 it stores (`app.quota.pacing`): every answer of its reports asks for no report sooner.
-
-A steady report (one that plans nothing: the same figures, groups whose inputs did not
-change) locks no group, so it need not wait for any other. In a lane, thousands of steady
-workers on their leases kept it busy all the same, one after another (measured: 4 to 5 ms
-of the lane's time each, so 2,000 workers reporting every 8 s would have taken more than all
-of it; they stayed paced to 17 s). So the report of a worker whose last answer was steady
-takes no lane, nor the pace (`app.api.quota`), unless it turns out not to be steady: then
-nothing was stored (`store.NotSteady`), and it is stored again in its lane.
 """
 
 from __future__ import annotations
@@ -105,7 +97,10 @@ class ReportLanes:
         if namespace is None:
             return await deps.transaction(self.sessions, work, pace_s=0.0)
         now = asyncio.get_running_loop().time()
-        pace = self._pace(namespace, now)
+        pace = self._paces.get(namespace)
+        if pace is None:
+            self._forget_idle(now)
+            pace = self._paces[namespace] = Pace(self.interval_s, self.silent_s, now)
         pace.heard(reporter_id, now)
         report = _Report(reporter_id, work, joins)
         waiting = self._waiting.get(namespace)
@@ -120,13 +115,6 @@ class ReportLanes:
             task.add_done_callback(self._draining.discard)
         return await report.answer
 
-    def _pace(self, namespace: str, now: float) -> Pace:
-        pace = self._paces.get(namespace)
-        if pace is None:
-            self._forget_idle(now)
-            pace = self._paces[namespace] = Pace(self.interval_s, self.silent_s, now)
-        return pace
-
     async def _drain(self, namespace: str) -> None:
         waiting = self._waiting[namespace]
         pace = self._paces[namespace]
@@ -140,12 +128,11 @@ class ReportLanes:
                     started = clock()
                     took = await self._store(batch, pace.pace_s)
                     ended = clock()
-                    seconds = ended - started
                     # Saturated: its reports wait long enough to be shed soon.
                     saturated = started - batch[0].queued_at >= SATURATED * self.max_wait_s
                     pace.stored(
                         [report.reporter_id for report in batch],
-                        seconds,
+                        ended - started,
                         ended,
                         saturated=saturated,
                         # A worker's first report is not held back, and costs several times

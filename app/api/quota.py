@@ -7,7 +7,6 @@ workers report to this server, which shares each group's quota among them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from datetime import UTC, datetime
 from functools import partial
@@ -99,7 +98,6 @@ async def report_usage(
     if expire:
         state.last_expiry = now
 
-    cache = state.report_cache
     work = partial(
         store.submit,
         principal=principal,
@@ -107,23 +105,15 @@ async def report_usage(
         report=body,
         now=now,
         interval_s=interval_s,
-        cache=cache,
+        cache=state.report_cache,
         max_lease_s=state.settings.report_lease_seconds,
         stats=state.metrics.groups,
         max_reporters=state.settings.max_reporters_per_namespace,
     )
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
     lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None
-    answer = None
-    if lane is not None and cache.quiet(reporterId):
-        # Most likely steady again, and then it locks no group: stored at once, without the
-        # lane or its pace (`app.api.lanes`), unless it turns out to plan.
-        with contextlib.suppress(store.NotSteady):
-            steady = partial(work, only_steady=True)
-            answer = await state.report_lanes.submit(None, reporterId, steady)
-    if answer is None:
-        joins = cache.lease(reporterId) is None  # not answered by this process lately
-        answer = await state.report_lanes.submit(lane, reporterId, work, joins=joins)
+    joins = state.report_cache.lease(reporterId) is None  # not answered by this process lately
+    answer = await state.report_lanes.submit(lane, reporterId, work, joins=joins)
     if expire:
         # A transaction of its own: the report's locks are released first, so the two never
         # wait on each other's in a cycle.

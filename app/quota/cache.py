@@ -98,9 +98,6 @@ class ReporterState:
     """When every one of them was last compared with its rows."""
     lease_s: float = 0.0
     """How long its last answer holds (`app.quota.leases`)."""
-    quiet: bool = False
-    """Whether its last answer held for a steady lease: it changed nothing its groups' plans
-    read, and waited for nothing. Its next report is then most likely steady too."""
     releasing: bool = False
     """Whether a fall its plans granted is counted in force until it says it applied it
     (`Plan.counted`): its reports are then never steady, so that the one that says so
@@ -229,12 +226,6 @@ class ReportCache:
         with self._lock:
             state = self._reporters.get(reporter_id)
         return None if state is None else state.lease_s
-
-    def quiet(self, reporter_id: str) -> bool:
-        """Whether the last answer this process gave the reporter held for a steady lease."""
-        with self._lock:
-            state = self._reporters.get(reporter_id)
-        return state is not None and state.quiet
 
     def last_answer(self, reporter_id: str, generation: int, refs: list[str]) -> LastAnswer | None:
         """The reporter's last answer, if it was about ``refs`` under ``generation``.

@@ -30,9 +30,7 @@ joining over a few seconds), and nothing changes; with thousands joining at once
 report every few to tens of seconds rather than every interval, and their group converges
 that much more slowly (measured: 5,000 workers joining one group at once were paced to
 about half a minute, and every report was answered). Their leases last as long as the
-pace, so that none is counted gone while it waits for its turn. Only answers whose workers
-come back to the lane are paced: a steady worker's next report is most likely steady too,
-and takes no lane (`app.api.lanes`), so its answer holds for the lease as ever.
+pace, so that none is counted gone while it waits for its turn.
 """
 
 from __future__ import annotations

@@ -108,21 +108,16 @@ from app.quota.statements import new_token, new_tokens
 from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
 from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
 
-__all__ = ["Effective", "NotSteady", "effective_groups", "parse_namespace", "submit"]
+__all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
+PACED_RISE = 0.01  # of its rate: a paced reporter takes no smaller rise (`_plan`)
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
 # A report reads the markers changed since its last one, unless more changed than this (or
 # than it has rows): then the database compares all its rows with their groups' markers.
 FEW_MARKERS = 100
 _ALL_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 _string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes a string with
-
-
-class NotSteady(Exception):
-    """A report submitted ``only_steady`` is not steady: it plans or writes, so it was not
-    stored (its transaction is to be rolled back), and is to be submitted again as any
-    other, in its namespace's lane (`app.api.lanes`)."""
 
 
 def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Effective]) -> None:
@@ -206,7 +201,6 @@ def submit(
     stats: GroupStats | None = None,
     max_reporters: int | None = None,
     pace_s: float = 0.0,
-    only_steady: bool = False,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
     the JSON of a `ReportResult`. In five steps: **look up** the namespaces' groups and the
@@ -215,13 +209,10 @@ def submit(
     each namespace's grants into its row; **write** the rows due; **answer**.
 
     A steady reporter's answer holds for ``max_lease_s``, a settling one's for an interval
-    (`app.quota.leases`) or ``pace_s`` if longer, and asks for no report sooner
-    (`app.quota.pacing`): the pace keeps a namespace's lane from more planning reports than
-    it stores, and is not a steady reporter's, whose next report is most likely steady too,
-    and then takes no lane (`app.api.lanes`). `stats` (the metrics) learns each group's
-    totals as a plan of it saw them; ``max_reporters`` caps a role's live reporters per
-    namespace (`limit_reporters`). With ``only_steady``, a report that is not steady raises
-    `NotSteady` before it plans or writes anything.
+    (`app.quota.leases`); either asks for no report sooner than ``pace_s``, and holds as long
+    (`app.quota.pacing`). `stats` (the metrics) learns each group's totals as a plan of it
+    saw them; ``max_reporters`` caps a role's live reporters per namespace
+    (`limit_reporters`).
     """
     # 1. Look up.
     names = list(report.namespaces)
@@ -265,8 +256,6 @@ def submit(
         and not markers
         and held_still(repeated.held, figures_of(report), covered_s)
     )
-    if only_steady and not steady:
-        raise NotSteady(reporter_id)
     saved: list[Saved] = []  # the groups planned, to be stored with the rows
     if steady and known is not None:
         state = replace(known)  # shares its rows, plans and answers, which stay as they are
@@ -308,9 +297,7 @@ def submit(
             moment,
             stats,
             saved,
-            # Paced workers learn their shares at their pace: waking them all at once would
-            # bring back the load the pace keeps off.
-            may_wake=not pace_s,
+            paced=pace_s > 0,
         )
         # 3. Settle.
         _settle(entries, state.plans, replanned)
@@ -339,9 +326,12 @@ def submit(
     # A reporter that changed nothing its groups' plans read, and waits for nothing, holds
     # its answer for a lease: whatever moves its share from now on is pushed to it.
     quiet = not dropped and not any(entry.changed for entry in entries)
-    state.quiet = accepted and quiet and not answered.early
-    leased = lease_s(steady=state.quiet, interval_s=interval_s, max_lease_s=max_lease_s)
-    state.lease_s = leased if state.quiet else max(leased, pace_s)
+    leased = lease_s(
+        steady=accepted and quiet and not answered.early,
+        interval_s=interval_s,
+        max_lease_s=max_lease_s,
+    )
+    state.lease_s = max(leased, pace_s)
     if accepted and token is not None and state.lease_s != guessed:
         queries.extend(reporter_id, lease_until(moment, state.lease_s, interval_s))
     if accepted and token is not None:
@@ -484,7 +474,7 @@ def _plan(
     stats: GroupStats | None,
     saved: list[Saved],
     *,
-    may_wake: bool,
+    paced: bool,
 ) -> set[str]:
     """Plan again each group whose inputs changed since the reporter's last plan of it
     (``markers`` holds those whose marker moved); returns those groups.
@@ -493,6 +483,13 @@ def _plan(
     reporter's row when it no longer holds, and from its sums in force, which each grant
     moves by what it changes. Both are added to ``saved``, which `_write` stores with the
     report's rows (if the report is accepted).
+
+    A ``paced`` reporter (`app.quota.pacing`) wakes nobody: paced workers learn their shares
+    at their pace, and waking them all at once would bring back the load the pace keeps
+    off. Nor does it take a rise of less than `PACED_RISE`: a changed allocation makes its
+    worker come back once more, a pace later (a minute or more, with thousands of workers
+    settling), for what is worth less than a hundredth of its rate; its group's allocations
+    in force end up that much under the quota at most.
     """
     for group in [group for group in plans if group not in groups]:
         del plans[group]
@@ -582,6 +579,8 @@ def _plan(
                 rate, fair[index], soon = granted(levels, shortfall, namespace, demand, was, total)
                 if was is not None and not moved(was, rate, ALLOCATION_CHANGE):
                     rate = was  # as `_settle` keeps it
+                elif paced and was is not None and was < rate < was * (1 + PACED_RISE):
+                    rate = was
                 in_force_now = rate
                 if was is not None and rate < was and entry.enforced[index] is not None:
                     # The worker runs at ``was`` until the answer reaches it: the room is
@@ -595,7 +594,7 @@ def _plan(
                 rated[index] = rate
             in_force[index] = total
             shortfalls[index] = shortfall
-        saved.append((group, summary.to_json(shortfalls), in_force, woken and may_wake))
+        saved.append((group, summary.to_json(shortfalls), in_force, woken and not paced))
         plans[group] = Plan(
             id=next(plan_ids),
             marker=markers.get(group, 0),

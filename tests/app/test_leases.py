@@ -92,12 +92,9 @@ def b_shares_with_a_while_alive(
     assert rate == pytest.approx(QUOTA, rel=0.05)
 
 
-def paced_report(
-    app: FastAPI, reporter: str, payload: Any, pace_s: float, *, only_steady: bool = False
-) -> dict[str, Any]:
+def paced_report(app: FastAPI, reporter: str, payload: Any, pace_s: float) -> dict[str, Any]:
     """A report of role ``job``, stored as its namespace's lane stores it when it paces its
-    workers to ``pace_s`` (`app.quota.pacing`); with ``only_steady``, as it is stored without
-    a lane (`store.NotSteady` if it is not steady)."""
+    workers to ``pace_s`` (`app.quota.pacing`)."""
     state = state_of(app)
     with state.sessions.begin() as session:
         answer = store.submit(
@@ -110,7 +107,6 @@ def paced_report(
             cache=state.report_cache,
             max_lease_s=state.settings.report_lease_seconds,
             pace_s=pace_s,
-            only_steady=only_steady,
         )
     found: dict[str, Any] = json.loads(answer)
     return found
@@ -125,20 +121,31 @@ class TestPacedAnswers:
     ) -> None:
         both_want_800(servers, auth("job"), clock, rounds=6)
         clock.now += INTERVAL_S
+        steady = paced_report(servers[0], "a", body(clock, 800), self.PACE_S)
+        assert steady["reportIntervalMs"] == steady["leaseMs"] == self.PACE_S * 1000
+        clock.now += INTERVAL_S
         settling = paced_report(servers[0], "a", body(clock, 200), self.PACE_S)
         assert settling["reportIntervalMs"] == settling["leaseMs"] == self.PACE_S * 1000
         # Under the lease, the pace changes nothing.
         clock.now += INTERVAL_S
-        assert paced_report(servers[0], "a", body(clock, 800), 0.5)["leaseMs"] == 1000
+        assert paced_report(servers[0], "a", body(clock, 200), 0.5)["leaseMs"] == LEASE_MS
 
-    def test_a_steady_answer_is_not_paced(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    @pytest.mark.parametrize("pace_s", [0.0, PACE_S])
+    def test_a_paced_reporter_takes_no_rise_of_less_than_a_hundredth(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, pace_s: float
     ) -> None:
-        """Its worker's next report is most likely steady too, and then takes no lane."""
-        both_want_800(servers, auth("job"), clock, rounds=6)
+        job = auth("job")
+        both_want_800(servers, job, clock, rounds=6)
         clock.now += INTERVAL_S
-        steady = paced_report(servers[0], "a", body(clock, 800), self.PACE_S)
-        assert steady["reportIntervalMs"] == steady["leaseMs"] == LEASE_MS
+        # b wants less than its share now: a's share rises from 500 to 504 (0.8%).
+        assert allocated(report(servers[1], job, "b", body(clock, 496))) == pytest.approx(496)
+        rate = allocated(paced_report(servers[0], "a", body(clock, 800), pace_s))
+        assert rate == pytest.approx(500 if pace_s else 504)
+        # A rise of 10% is taken, paced or not.
+        clock.now += INTERVAL_S
+        assert allocated(report(servers[1], job, "b", body(clock, 450))) == pytest.approx(450)
+        rate = allocated(paced_report(servers[0], "a", body(clock, 800), pace_s))
+        assert rate == pytest.approx(550)
 
     def test_a_paced_reporter_is_alive_through_its_pace(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
@@ -146,47 +153,8 @@ class TestPacedAnswers:
         job = auth("job")
         both_want_800(servers, job, clock, rounds=6)
         clock.now += INTERVAL_S
-        # It wants more than its share still, but moved: settling, so paced.
-        paced_report(servers[0], "a", body(clock, 1600), self.PACE_S)
+        paced_report(servers[0], "a", body(clock, 800), self.PACE_S)
         b_shares_with_a_while_alive(servers, job, clock, self.PACE_S)
-
-
-@pytest.mark.usefixtures("world")
-class TestSteadyReportsWithoutALane:
-    """A report whose worker's last answer held for a steady lease is first stored on its
-    own, without its namespace's lane, as long as it is steady (`store.submit`'s
-    ``only_steady``); one that is not stores nothing and goes to the lane."""
-
-    def test_a_steady_report_is_stored_alone_and_answered_as_in_its_lane(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
-    ) -> None:
-        with pytest.raises(store.NotSteady):  # a newcomer plans its group
-            paced_report(servers[0], "a", body(clock, 800), 0.0, only_steady=True)
-        assert state_of(servers[0]).report_cache.lease("a") is None  # nothing was stored
-        both_want_800(servers, auth("job"), clock, rounds=6)
-        assert state_of(servers[0]).report_cache.quiet("a")
-        clock.now += INTERVAL_S
-        alone = paced_report(servers[0], "a", body(clock, 800), 0.0, only_steady=True)
-        assert alone["leaseMs"] == LEASE_MS
-        assert allocated(alone) == pytest.approx(QUOTA / 2, rel=0.05)
-        clock.now += INTERVAL_S
-        assert paced_report(servers[0], "a", body(clock, 800), 0.0) == alone
-
-    def test_a_report_that_moves_its_group_or_finds_it_moved_goes_to_the_lane(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
-    ) -> None:
-        job = auth("job")
-        both_want_800(servers, job, clock, rounds=6)
-        clock.now += INTERVAL_S
-        with pytest.raises(store.NotSteady):  # its demand moved
-            paced_report(servers[0], "a", body(clock, 200), 0.0, only_steady=True)
-        assert report(servers[0], job, "a", body(clock, 200))["leaseMs"] == 1000
-        both_want_800(servers, job, clock, rounds=6)
-        clock.now += INTERVAL_S
-        report(servers[1], job, "b", body(clock, 100))  # b's moves a's share
-        with pytest.raises(store.NotSteady):
-            paced_report(servers[0], "a", body(clock, 800), 0.0, only_steady=True)
-        assert allocated(report(servers[0], job, "a", body(clock, 800))) > QUOTA / 2
 
 
 @pytest.mark.usefixtures("world")
