@@ -29,8 +29,8 @@ A lane whose reports never wait that long is never paced (tens of workers, or hu
 joining over a few seconds), and nothing changes; with thousands joining at once, they
 report every few to tens of seconds rather than every interval, and their group converges
 that much more slowly (measured: 5,000 workers joining one group at once were paced to
-one or two minutes on a busy two-core machine, and every report was answered). Their leases last as long as the
-pace, so that none is counted gone while it waits for its turn.
+one or two minutes on a busy two-core machine, and every report was answered). Their
+leases last as long as the pace, so that none is counted gone while it waits for its turn.
 """
 
 from __future__ import annotations
