@@ -843,11 +843,11 @@ async def _spark_step(
     seconds``; measure the last ``seconds``, and each worker's first report (joining).
 
     With ``follow``, the workers join as before (spread over ``every_s``, or over
-    ``join_s``), and then each
-    reports when its answers ask (`_Pool._follow`): every ``every_s`` once steady on its
-    lease, sooner while it settles. The warm-up then ends as soon as the last answer of
-    every worker but `UNSETTLED` of them held for the lease (``warmup`` at most,
-    ``every_s`` at least), and `StepResult.settled_s` says when that was.
+    ``join_s``), and then each reports when its answers ask (`_Pool._follow`): every
+    ``every_s`` once steady on its lease, sooner while it settles. The warm-up then ends
+    as soon as the last answer of every worker but `UNSETTLED` of them held for the lease
+    (``warmup`` at most; not before the last worker joined, nor before ``every_s``), and
+    `StepResult.settled_s` says when that was.
     """
     reporters = max(1, round(rate * every_s))
     step = StepResult(rate=rate, seconds=seconds)
