@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -50,6 +51,29 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+_AFTER_COMMIT = "after_commit"
+
+
+def after_commit(session: Session, callback: Callable[[], object]) -> None:
+    """Call ``callback`` once the session's transaction has committed (never if it rolls
+    back): what a report remembers must not be taken for stored before it is. Kept in the
+    session's info for the listeners below: a listener of its own made SQLAlchemy build the
+    session's event collections anew, which cost a Spark worker's report more CPU than any
+    of its statements."""
+    session.info.setdefault(_AFTER_COMMIT, []).append(callback)
+
+
+@event.listens_for(Session, "after_commit")
+def _committed(session: Session) -> None:
+    for callback in session.info.pop(_AFTER_COMMIT, ()):
+        callback()
+
+
+@event.listens_for(Session, "after_rollback")
+def _rolled_back(session: Session) -> None:
+    session.info.pop(_AFTER_COMMIT, None)
 
 
 @cache

@@ -88,8 +88,6 @@ class ReporterState:
     plans: dict[str, Plan] = field(default_factory=dict)
     answers: dict[NamespaceKey, Answer] = field(default_factory=dict)
     last: LastAnswer | None = None
-    refreshed_at: float = 0.0
-    """When its rows were last refreshed (seconds since the epoch)."""
     observed_at: float = 0.0
     """When its groups' figures were last marked current in the metrics."""
     checked_at: float = 0.0

@@ -1,9 +1,10 @@
 """Each group's usage history, for people: the dashboard and ``rgadmin top``.
 
 Every `usage_history_resolution_seconds` one server process (whichever first moves the
-`UsageSampling` row to the new moment) sums, per group, the fresh rows of its live reporters,
-the same rows the allocator reads, into one `UsageSample`. The history is therefore stored
-with the reports and is the same whichever process took them or serves it.
+`UsageSampling` row to the new moment) sums, per group, the rows of its live reporters
+(whose lease has not run out), the same rows the allocator reads, into one `UsageSample`.
+The history is therefore stored with the reports and is the same whichever process took
+them or serves it.
 
 Only groups whose figures may have changed since the last moment are sampled: those whose
 marker changed (the store changes it whenever the allocator's inputs for the group change: a
@@ -59,7 +60,6 @@ from app.models import (
     UsageSample,
     UsageSampling,
 )
-from app.quota.leases import fresh_after
 from app.schemas import (
     DimensionHistory,
     GroupNamespace,
@@ -84,21 +84,19 @@ FIELD_OF = {
 }
 
 
-def _live_usage(now: datetime, settings: Settings, *columns: Any) -> Select[Any]:
-    """``columns`` of the rows the allocator reads: live reporters' fresh rows."""
-    fresh = fresh_after(now, settings.report_interval_seconds, settings.report_lease_seconds)
+def _live_usage(now: datetime, *columns: Any) -> Select[Any]:
+    """``columns`` of the rows the allocator reads: live reporters' (a row holds its
+    reporter's figures until they move, however long ago it was written: a steady or paced
+    reporter's for minutes)."""
     return (
         select(*columns)
         .select_from(QuotaUsage)
         .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
-        .where(
-            QuotaReporter.lease_until > now,
-            QuotaUsage.written_at > fresh,
-        )
+        .where(QuotaReporter.lease_until > now)
     )
 
 
-def _sums(at: datetime, settings: Settings, groups: Any) -> Any:
+def _sums(at: datetime, groups: Any) -> Any:
     """The columns of the samples of ``groups`` (a subquery of names), reporters or not."""
     figures: list[Any] = []
     for dimension in DIMENSION_COLUMNS:
@@ -117,7 +115,6 @@ def _sums(at: datetime, settings: Settings, groups: Any) -> Any:
     live = (
         _live_usage(
             at,
-            settings,
             QuotaUsage.resource_group.label("grp"),
             func.count(distinct(QuotaUsage.reporter_id)).label("reporters"),
             *figures,
@@ -186,9 +183,7 @@ def sample(session: Session, now: float, settings: Settings) -> bool:
         changed = select(QuotaGroup.name).where(QuotaGroup.changed_at > last_at)
         if generation != last_generation:
             changed = changed.union(_configured_anew())
-    session.execute(
-        insert(UsageSample).from_select(_SAMPLE_COLUMNS, _sums(at, settings, changed.subquery()))
-    )
+    session.execute(insert(UsageSample).from_select(_SAMPLE_COLUMNS, _sums(at, changed.subquery())))
     horizon = at - timedelta(seconds=settings.usage_history_retention_seconds)
     session.execute(_prune(horizon))
     # The fleet's one periodic job, so the housekeeping of the admin generation's rows too.
@@ -318,7 +313,7 @@ def read(
         times=moments,
         reporters=[s.reporters for s in series],
         dimensions=UsageDimensions(**dimensions),
-        namespaces=_members(session, group, now, settings),
+        namespaces=_members(session, group, now),
     )
 
 
@@ -331,7 +326,7 @@ def _epoch(moment: datetime) -> float:
     return _utc(moment).timestamp()
 
 
-def _members(session: Session, group: str, now: float, settings: Settings) -> list[GroupNamespace]:
+def _members(session: Session, group: str, now: float) -> list[GroupNamespace]:
     """The namespaces whose effective group is ``group``, with where it comes from."""
     own = Namespace.resource_group
     inherited = own.is_(None) & (Tenant.resource_group == group)
@@ -346,7 +341,6 @@ def _members(session: Session, group: str, now: float, settings: Settings) -> li
     ).all()
     reporters = _live_usage(
         datetime.fromtimestamp(now, UTC),
-        settings,
         QuotaUsage.tenant,
         QuotaUsage.namespace,
         func.count(),

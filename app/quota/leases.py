@@ -41,21 +41,20 @@ from app.quota.allocator import Levels
 from rgspark.wire import GRACE_INTERVALS, SIGNIFICANT_CHANGE, moved
 
 __all__ = [
+    "FULL_LOOK_INTERVALS",
     "LEAVE_WAKE",
-    "REFRESH_INTERVALS",
     "SILENT_INTERVALS",
-    "fresh_after",
+    "full_look_s",
     "keep_alive_s",
     "lease_s",
     "lease_until",
     "shares_moved",
-    "upkeep_s",
 ]
 
 # A reporter with a lease of one interval is gone after this many (rgspark.wire's grace).
 SILENT_INTERVALS = 1 + GRACE_INTERVALS
 LEAVE_WAKE = 0.02  # of a group's allocations in force: a leave that wakes its reporters
-REFRESH_INTERVALS = 5  # a row is rewritten at least this often, even if nothing moved
+FULL_LOOK_INTERVALS = 3  # with the longest lease: how often a reporter looks at every marker
 
 
 def lease_s(*, steady: bool, interval_s: float, max_lease_s: float) -> float:
@@ -77,20 +76,11 @@ def keep_alive_s(interval_s: float, max_lease_s: float) -> float:
     return max(max_lease_s, interval_s) + GRACE_INTERVALS * interval_s
 
 
-def upkeep_s(interval_s: float, max_lease_s: float) -> float:
-    """How long a reporter's rows may go unwritten before its next report refreshes them,
-    and how long between its full looks at its groups' markers: the longest lease and
-    `REFRESH_INTERVALS` - 2 intervals, so that a steady reporter does either at most every
-    other report, not at each."""
-    return max(max_lease_s, interval_s) + (REFRESH_INTERVALS - 2) * interval_s
-
-
-def fresh_after(now: datetime, interval_s: float, max_lease_s: float) -> datetime:
-    """Rows written after this are fresh, and counted in the usage history (the allocator
-    counts every live reporter's): a live reporter's rows are refreshed at its first
-    report after `upkeep_s`, which comes a lease (and a late answer's grace) later at most."""
-    longest = max(max_lease_s, interval_s)
-    return now - timedelta(seconds=2 * longest + (REFRESH_INTERVALS + 1) * interval_s)
+def full_look_s(interval_s: float, max_lease_s: float) -> float:
+    """How long between a reporter's full looks at its groups' markers
+    (`app.quota.store`): the longest lease and `FULL_LOOK_INTERVALS` intervals, so that a
+    steady reporter makes one at most every other report, not at each."""
+    return max(max_lease_s, interval_s) + FULL_LOOK_INTERVALS * interval_s
 
 
 def shares_moved(before: Levels, after: Levels) -> bool:

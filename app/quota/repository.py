@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import psycopg
 from psycopg import adapters
 from psycopg.types.array import ListBinaryDumper
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from app.quota.cache import MarkerLook, Row
@@ -67,8 +67,6 @@ class _Shared:
     """The transaction's last look at changed markers, dropped whenever it may move one."""
     moved: bool = False
     """Whether it may have moved markers."""
-    refreshes: list[tuple[str, datetime, datetime]] = field(default_factory=list)
-    """(reporter, refresh by, now) of the rows to refresh, all in one statement at commit."""
     locked: set[str] = field(default_factory=set)
     """Groups whose lock the transaction holds."""
     groups: dict[str, GroupRow] = field(default_factory=dict)
@@ -103,8 +101,6 @@ class UsageRepository:
         transaction = session.get_transaction()
         shared: _Shared | None = session.info.get(_SHARED)
         if shared is None or shared.transaction is not transaction:
-            if _SHARED not in session.info:
-                event.listen(session, "before_commit", _refresh_at_commit)
             shared = session.info[_SHARED] = _Shared(transaction)
         return cls(connection, shared)
 
@@ -240,31 +236,6 @@ class UsageRepository:
 
     def drop(self, reporter_id: str, keys: Sequence[NamespaceKey]) -> None:
         self._run(self.sql.drop, {"reporter_id": reporter_id, **self.sql.keys(keys)})
-
-    def refresh(self, reporter_id: str, refresh_by: datetime, now: datetime) -> None:
-        """Mark the reporter's rows written at ``now`` if they were last by ``refresh_by``:
-        when the transaction commits, with the other reports' it stores (nothing read in
-        between depends on it: a row is due its refresh long before it stops being fresh,
-        `app.quota.leases`)."""
-        if self.shared is not None:
-            self.shared.refreshes.append((reporter_id, refresh_by, now))
-        else:
-            self.refresh_now([(reporter_id, refresh_by, now)])
-
-    def refresh_now(self, refreshes: Sequence[tuple[str, datetime, datetime]]) -> None:
-        if not refreshes:
-            return
-        if self.sql.postgresql and len(refreshes) > 1:
-            reporters, refresh_by, now = zip(*refreshes, strict=True)
-            self._run(
-                self.sql.refresh_arrays,
-                {"reporters": list(reporters), "refresh_by": list(refresh_by), "now": list(now)},
-            )
-            return
-        self._run(
-            self.sql.refresh,
-            [{"reporter": r, "refresh_by": by, "now": now} for r, by, now in refreshes],
-        )
 
     # Groups: markers, locks and members
 
@@ -523,13 +494,6 @@ def _upserted(reporter_id: str, now: datetime, rows: Sequence[Written]) -> dict[
     for column, values in zip(FIGURE_COLUMNS, zip(*figures, strict=True), strict=True):
         parameters[column] = _Array(values)
     return parameters
-
-
-def _refresh_at_commit(session: Session) -> None:
-    shared: _Shared | None = session.info.get(_SHARED)
-    if shared is not None and shared.transaction is session.get_transaction():
-        refreshes, shared.refreshes = shared.refreshes, []
-        UsageRepository(session.connection()).refresh_now(refreshes)
 
 
 def _aware(moment: datetime) -> datetime:

@@ -103,20 +103,6 @@ class Statements:
             .where(QuotaUsage.reporter_id == reporter)
             .where(QuotaGroup.marker.is_distinct_from(QuotaUsage.planned_marker))
         )
-        # ("reporter", not "reporter_id": an UPDATE reserves column names for its SET.)
-        self.refresh = (
-            update(QuotaUsage)
-            .where(QuotaUsage.reporter_id == bindparam("reporter"))
-            .where(QuotaUsage.written_at <= bindparam("refresh_by"))
-            .values(written_at=bindparam("now"))
-        )
-        #: On PostgreSQL, the refreshes of several reporters in one statement
-        self.refresh_arrays = text(
-            "UPDATE quota_usage AS u SET written_at = v.now "
-            "FROM unnest(CAST(:reporters AS VARCHAR[]), CAST(:refresh_by AS TIMESTAMPTZ[]), "
-            "CAST(:now AS TIMESTAMPTZ[])) AS v(reporter_id, refresh_by, now) "
-            "WHERE u.reporter_id = v.reporter_id AND u.written_at <= v.refresh_by"
-        )
 
         self.owner = select(QuotaReporter.role, QuotaReporter.rows_token).where(
             QuotaReporter.reporter_id == reporter

@@ -7,10 +7,10 @@ size: the process remembers the rest (`app.quota.cache` says what, and how it kn
 holds), and only what changed is read, planned or written.
 
 What the allocator reads for a group are the stored rows of its live reporters (whose lease,
-and the grace after it, has not run out). A row is rewritten when a figure moved by 5% or
-more (the allocator then sees the new figures), when its allocation changed, and at least
-every `upkeep_s` (a lease and three intervals) so that the usage history counts it (without
-new figures: held figures stay what every plan saw). Whenever one of the
+and the grace after it, has not run out), as does the usage history. A row is rewritten
+when a figure moved by 5% or more (the allocator then sees the new figures) or when its
+allocation changed; otherwise it holds what every plan saw, however long ago it was
+written, and a steady report writes only its reporter's lease. Whenever one of the
 allocator's inputs changes (a row's figures or allocation, a reporter gone, a namespace
 moved to another group) the group's marker changes, and each reporter plans the group again
 at its next report; until then it keeps its grants, which the same inputs would give again.
@@ -70,13 +70,13 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from pydantic_core import to_json
-from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from app.access import Principal
+from app.db import after_commit
 from app.errors import NotFound
 from app.metrics import GroupStats, GroupTotals
 from app.quota.allocator import (
@@ -95,7 +95,7 @@ from app.quota.figures import (
     released,
     reported_figures,
 )
-from app.quota.leases import lease_s, lease_until, upkeep_s
+from app.quota.leases import full_look_s, lease_s, lease_until
 from app.quota.levels import SUMMARY_SHARE, DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Saved, UsageRepository, Written
@@ -242,9 +242,8 @@ def submit(
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else queries.rows(reporter_id)
     covered_s = report.intervalMs / 1000
-    upkeep = upkeep_s(interval_s, max_lease_s)
     markers, full_check_at = _moved_markers(
-        queries, reporter_id, known, cache, now, interval_s, upkeep
+        queries, reporter_id, known, cache, now, interval_s, full_look_s(interval_s, max_lease_s)
     )
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
     # figures within 5% of those stored. Then nothing is planned, written or built anew.
@@ -303,7 +302,7 @@ def submit(
         _settle(entries, state.plans, replanned)
         state.releasing = any(plan.counted for plan in state.plans.values())
         # Markers it moves are news to the process's shared look at them, once committed.
-        event.listen(session, "after_commit", lambda _: cache.remember_marker_look(None), once=True)
+        after_commit(session, lambda: cache.remember_marker_look(None))
 
     # 4. Write.
     if accepted:
@@ -318,7 +317,6 @@ def submit(
                 else rows[entry.key]
                 for entry in entries
             }
-        _refresh(queries, reporter_id, state, known, now, interval_s, upkeep)
     # 5. Answer. When steady, nothing an answer comes from changed (groups, plans,
     # namespaces): the last one holds.
     answered = repeated if steady and repeated is not None else _answer(state, entries, generation)
@@ -336,9 +334,7 @@ def submit(
         queries.extend(reporter_id, lease_until(moment, state.lease_s, interval_s))
     if accepted and token is not None:
         # Remembered once committed: a rolled-back report must not be taken for stored.
-        event.listen(
-            session, "after_commit", lambda _: cache.remember(reporter_id, state), once=True
-        )
+        after_commit(session, lambda: cache.remember(reporter_id, state))
     if stats is not None and now - state.observed_at >= interval_s:
         # Groups not planned again have the totals last recorded: marked current once an
         # interval, so that the metrics do not take them for silent.
@@ -353,28 +349,6 @@ def _groups_touched(entries: list[_Entry], rows: dict[NamespaceKey, Row]) -> set
     touched.update(row.group for row in rows.values())
     touched.discard(None)
     return touched  # type: ignore[return-value]
-
-
-def _refresh(
-    queries: UsageRepository,
-    reporter_id: str,
-    state: ReporterState,
-    known: ReporterState | None,
-    now: float,
-    interval_s: float,
-    upkeep: float,
-) -> None:
-    """Refresh the rows that went unwritten for ``upkeep`` seconds, so that they stay fresh
-    (`app.quota.leases.fresh_after`, what the usage history counts): in one statement, as
-    their figures stay as they are;
-    at most once an interval."""
-    if known is not None and now - known.refreshed_at < interval_s:
-        state.refreshed_at = known.refreshed_at
-        return
-    moment = datetime.fromtimestamp(now, UTC)
-    refresh_by = moment - timedelta(seconds=upkeep)
-    queries.refresh(reporter_id, refresh_by, moment)
-    state.refreshed_at = now
 
 
 def _result(
@@ -401,7 +375,7 @@ def _moved_markers(
     cache: ReportCache,
     now: float,
     interval_s: float,
-    upkeep: float,
+    full_look: float,
 ) -> tuple[dict[str, int], float]:
     """The reporter's groups whose markers moved since it planned them, with their markers
     now; and when the last full look was.
@@ -412,11 +386,11 @@ def _moved_markers(
     since the last one (none at all in a steady state) will do, unless more of them changed
     than the reporter has rows. That one looks `LATE_COMMIT_S` further back (an interval at
     most), for changes that committed later than they were made; one that took longer still
-    is found by the next full look, ``upkeep`` seconds on (`app.quota.leases.upkeep_s`).
+    is found by the next full look, ``full_look`` seconds on (`app.quota.leases.full_look_s`).
     The process's reports share such looks for `app.quota.cache.MARKER_LOOK_S`: a report
     served by one is one that came that much earlier, and what it missed, its next finds.
     """
-    if known is not None and now - known.full_check_at < upkeep:
+    if known is not None and now - known.full_check_at < full_look:
         since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
         # Limited and in index order, so that the database reads only what changed even when
         # its statistics are too old to tell it how little that is.

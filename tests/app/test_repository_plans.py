@@ -38,7 +38,9 @@ def test_the_peers_statement_is_planned_afresh_while_others_stay_prepared(
             queries.generation()
         prepared = session.execute(text("SELECT statement FROM pg_prepared_statements"))
         statements = [" ".join(statement.split()) for statement in prepared.scalars()]
-    assert not [statement for statement in statements if "quota_usage.written_at >" in statement]
+    # The peers' statement is the only one of these that reads reporters' leases.
+    assert "quota_reporters.lease_until >" in str(queries.sql.peers)
+    assert not [s for s in statements if "quota_reporters.lease_until >" in s]
     assert [statement for statement in statements if "FROM admin_changes" in statement]
 
 

@@ -1,6 +1,6 @@
 """Reports stored in one transaction share its round trips (`UsageRepository.of`): one look
-at the changed markers while nothing in the transaction moves one, one lock per group, and
-one statement refreshing every reporter's rows at commit (both databases)."""
+at the changed markers while nothing in the transaction moves one, and one lock per group
+(both databases)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ from fastapi import FastAPI
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
-from app.models import QuotaGroup, QuotaUsage
+from app.models import QuotaGroup
 from app.quota.cache import MARKER_LOOK_S, ReportCache
 from app.quota.repository import SHARED_LOOK_BACK, SHARED_LOOK_EXTRA, UsageRepository
 from app.state import state_of
-from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     Auth,
     body,
@@ -155,24 +154,3 @@ class TestOneTransactionsReports:
             after = UsageRepository.of(session).group_rows(["g"])["g"]
             assert after.in_force == (0.0, 2.0, 3.0, 4.0)  # read again, as changed
             session.rollback()
-
-    def test_rows_are_refreshed_at_commit_every_reporters_in_one_statement(
-        self, servers: list[FastAPI], engine: Engine, auth: Auth, clock: FakeClock
-    ) -> None:
-        server = servers[0]
-        for reporter in ("a", "b"):
-            report(server, auth("job"), reporter, body(clock, 100))
-        later = datetime.fromtimestamp(clock.now + 60, UTC)
-        with (
-            transaction(server) as session,
-            statements(state_of(server).engine, "UPDATE quota_usage") as seen,
-        ):
-            for reporter in ("a", "b"):
-                UsageRepository.of(session).refresh(reporter, later, later)
-            assert not seen
-            session.commit()
-            assert len(seen) == 1
-        with Session(engine) as session:
-            written = session.scalars(select(QuotaUsage.written_at)).all()
-        assert len(written) == 2
-        assert all(moment.replace(tzinfo=UTC) == later for moment in written)

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from sqlalchemy import Engine, func, select
 
 from app.models import UsageSample
 from app.quota import history
+from app.quota.repository import UsageRepository
 from app.state import state_of
 from tests.app.test_quota_reports import INTERVAL_S, body, report
 from tests.conftest import SUPERUSER, make_settings, serve
@@ -157,6 +159,22 @@ class TestSampling:
         found = read(servers[0], auth)
         assert found["reporters"] == [1]
         assert found["dimensions"]["publishRateInMsgs"]["usage"] == [pytest.approx(100)]
+
+    def test_a_live_reporter_counts_however_long_ago_its_row_was_written(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        # A paced worker (`app.quota.pacing`) reports once a minute or two and its lease
+        # lasts as long; its row holds its figures meanwhile, as the allocator counts them.
+        report(servers[0], auth("job"), "paced", body(clock, 300, ns="t/own"))
+        with state_of(servers[0]).sessions.begin() as session:
+            until = datetime.fromtimestamp(clock.now + 180, UTC)
+            UsageRepository.of(session).extend("paced", until)
+        clock.now += 150
+        report(servers[0], auth("job"), "here", body(clock, 100, ns="t/own"))
+        assert sample(servers[0], clock.now)
+        found = read(servers[0], auth)
+        assert found["reporters"] == [2]
+        assert found["dimensions"]["publishRateInMsgs"]["usage"] == [pytest.approx(400)]
 
     def test_each_moment_is_sampled_once_whichever_process_tries(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
