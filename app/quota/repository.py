@@ -8,6 +8,7 @@ store reads as steps (look up, plan, settle, write, answer) rather than as SQL.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -17,7 +18,7 @@ import psycopg
 from psycopg import adapters
 from psycopg.types.array import ListBinaryDumper
 from sqlalchemy import Connection
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, SessionTransaction
 
 from app.quota.cache import MarkerLook, Row
 from app.quota.statements import (
@@ -62,7 +63,10 @@ class _Shared:
     """What the reports stored in one transaction share (`app.api.lanes` stores several of
     one namespace together): each would otherwise make the same round trips."""
 
-    transaction: object
+    transaction: weakref.ref[SessionTransaction]
+    """Which (held weakly: held, it would tie the session, which holds this in its info, in
+    a cycle that only the garbage collector frees, a whole session's objects at every
+    report, and Spark workers' reports stalled for 90 ms whenever it did)."""
     changed: MarkerLook | None = None
     """The transaction's last look at changed markers, dropped whenever it may move one."""
     moved: bool = False
@@ -99,9 +103,10 @@ class UsageRepository:
         """On the session's connection: plain rows, not the ORM's result machinery."""
         connection = session.connection()  # begins the transaction, if none has begun
         transaction = session.get_transaction()
+        assert transaction is not None  # begun above
         shared: _Shared | None = session.info.get(_SHARED)
-        if shared is None or shared.transaction is not transaction:
-            shared = session.info[_SHARED] = _Shared(transaction)
+        if shared is None or shared.transaction() is not transaction:
+            shared = session.info[_SHARED] = _Shared(weakref.ref(transaction))
         return cls(connection, shared)
 
     def _run(self, statement: Any, parameters: Any = None) -> Any:
