@@ -7,6 +7,7 @@ workers report to this server, which shares each group's quota among them.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from datetime import UTC, datetime
 from functools import partial
@@ -15,11 +16,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError
+from starlette.background import BackgroundTask
 
 from app.access import Principal
 from app.api import deps
 from app.api.deps import CurrentPrincipal, StateDep
 from app.errors import (
+    AppError,
     BadRequest,
     Forbidden,
     NotFound,
@@ -41,6 +45,7 @@ from app.schemas import NAME_PATTERN, NamespaceName, TenantName
 from app.state import AppState
 
 router = APIRouter(prefix="/quota/v1", tags=["quota"])
+logger = logging.getLogger(__name__)
 
 MAX_WATCHED_GROUPS = 100  # groups one long poll may watch: a worker's namespaces' groups
 NAME = re.compile(NAME_PATTERN)
@@ -114,12 +119,24 @@ async def report_usage(
     lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None
     joins = state.report_cache.lease(reporterId) is None  # not answered by this process lately
     answer = await state.report_lanes.submit(lane, reporterId, work, joins=joins)
-    if expire:
-        # A transaction of its own: the report's locks are released first, so the two never
-        # wait on each other's in a cycle.
+    # Silent reporters are looked for once the answer has gone: its worker does not wait
+    # for them.
+    background = BackgroundTask(_expire, request, state, now) if expire else None
+    return Response(answer, media_type="application/json", background=background)
+
+
+async def _expire(request: Request, state: AppState, now: float) -> None:
+    """Forget the reporters silent at ``now``: a transaction of its own, after the report's
+    (whose locks are then released, so the two never wait on each other's in a cycle). Should
+    it fail (the database is away), the next interval's report tries again."""
+    try:
         silent_since = datetime.fromtimestamp(now, UTC)
         await deps.write(request, reporters.expire, silent_since, state.report_cache)
-    return Response(answer, media_type="application/json")
+    except DBAPIError as error:
+        state.metrics.database_errors.labels(type(error).__name__).inc()
+        logger.warning("could not forget silent reporters: %s", type(error).__name__)
+    except AppError as error:  # collided too often with other writers
+        logger.warning("could not forget silent reporters: %s", error.reason)
 
 
 @router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)

@@ -10,9 +10,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, insert, select
+from sqlalchemy.exc import OperationalError
 
 from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
+from app.quota import reporters
 from app.quota.store import FEW_MARKERS
 from tests.conftest import SUPERUSER
 from tests.factories import FakeClock, create_group, create_namespace, create_tenant
@@ -167,6 +169,26 @@ class TestReports:
             reporters = set(connection.scalars(select(QuotaReporter.reporter_id)))
         assert reporters == {"new"}
         assert stored_rows(engine) == 1
+
+    def test_a_failed_look_for_silent_reporters_leaves_the_report_answered(
+        self,
+        servers: list[FastAPI],
+        auth: Auth,
+        clock: FakeClock,
+        engine: Engine,
+        monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture,
+    ) -> None:
+        # The database going away between the report's transaction and the look: a failure
+        # that cannot be caused for real at that instant.
+        def unavailable(*_: Any) -> None:
+            raise OperationalError("SELECT", {}, ConnectionError("server closed the connection"))
+
+        monkeypatch.setattr(reporters, "expire", unavailable)
+        result = report(servers[0], auth("job"), "r", body(clock, 100))
+        assert result["accepted"] is True
+        assert stored_rows(engine) == 1
+        assert "could not forget silent reporters: OperationalError" in caplog.text
 
 
 def stored_demand(engine: Engine, reporter: str) -> float:
