@@ -34,13 +34,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.api import deps
 from app.errors import AppError, ServiceUnavailable
-from app.models import QuotaReporter
 from app.quota.pacing import Pace, spread
+from app.quota.store import Claim, claim_all
 
 MAX_BATCH = 32
 """Reports stored in one transaction: it holds the group's lock, which reports of the
@@ -56,12 +55,20 @@ class Work(Protocol):
     def __call__(self, session: Session, *, pace_s: float) -> bytes: ...
 
 
+class Claims(Protocol):
+    """What a report's work claims of its reporter first, given the same ``pace_s``
+    (`app.quota.store.claim`)."""
+
+    def __call__(self, *, pace_s: float) -> Claim | None: ...
+
+
 @dataclass
 class _Report:
     reporter_id: str
     work: Work
     joins: bool
     """Whether it is its worker's first to the process (the pace does not hold those back)."""
+    claims: Claims | None
     queued_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
     answer: asyncio.Future[bytes] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -90,10 +97,17 @@ class ReportLanes:
         self._paces: dict[str, Pace] = {}
 
     async def submit(
-        self, namespace: str | None, reporter_id: str, work: Work, *, joins: bool = False
+        self,
+        namespace: str | None,
+        reporter_id: str,
+        work: Work,
+        *,
+        joins: bool = False,
+        claims: Claims | None = None,
     ) -> bytes:
         """Store a report of ``reporter_id`` in the namespace's lane (at once, alone, without
-        one); ``joins``: it is its worker's first to the process (until one is answered)."""
+        one); ``joins``: it is its worker's first to the process (until one is answered);
+        ``claims``: what its work claims first, claimed with its batch's."""
         if namespace is None:
             return await deps.transaction(self.sessions, work, pace_s=0.0)
         now = asyncio.get_running_loop().time()
@@ -102,7 +116,7 @@ class ReportLanes:
             self._forget_idle(now)
             pace = self._paces[namespace] = Pace(self.interval_s, self.silent_s, now)
         pace.heard(reporter_id, now)
-        report = _Report(reporter_id, work, joins)
+        report = _Report(reporter_id, work, joins, claims)
         waiting = self._waiting.get(namespace)
         if waiting is not None:
             waiting.append(report)
@@ -191,19 +205,18 @@ class ReportLanes:
 
 def _store_all(session: Session, batch: list[_Report], pace_s: float) -> list[tuple[bytes, float]]:
     """Each report's answer, and the seconds its work took."""
+    paces = [spread(pace_s) for _ in batch]
     if len(batch) > 1:
-        # Reporters before groups, the order in which a report and a release lock them: a
-        # batch's later reports would otherwise lock their reporter holding the group.
-        session.execute(
-            select(QuotaReporter.reporter_id)
-            .where(QuotaReporter.reporter_id.in_(sorted({r.reporter_id for r in batch})))
-            .order_by(QuotaReporter.reporter_id)
-            .with_for_update()
-        )
+        # The batch's reporters claimed in one statement rather than one each, in one
+        # order: reporters before groups, the order in which a report and a release lock
+        # them (a batch's later reports would otherwise lock their reporter holding the
+        # group).
+        claims = [r.claims(pace_s=p) for r, p in zip(batch, paces, strict=True) if r.claims]
+        claim_all(session, [claim for claim in claims if claim is not None])
     done = []
-    for report in batch:
+    for report, pace in zip(batch, paces, strict=True):
         started = time.perf_counter()
-        answer = report.work(session, pace_s=spread(pace_s))
+        answer = report.work(session, pace_s=pace)
         done.append((answer, time.perf_counter() - started))
     return done
 

@@ -115,10 +115,20 @@ async def report_usage(
         stats=state.metrics.groups,
         max_reporters=state.settings.max_reporters_per_namespace,
     )
+    # What it claims first, claimed with the other reports stored in its transaction.
+    claims = partial(
+        store.claim,
+        principal=principal,
+        reporter_id=reporterId,
+        report=body,
+        now=now,
+        interval_s=interval_s,
+        cache=state.report_cache,
+    )
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
     lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None
     joins = state.report_cache.lease(reporterId) is None  # not answered by this process lately
-    answer = await state.report_lanes.submit(lane, reporterId, work, joins=joins)
+    answer = await state.report_lanes.submit(lane, reporterId, work, joins=joins, claims=claims)
     # Silent reporters are looked for once the answer has gone: its worker does not wait
     # for them.
     background = BackgroundTask(_expire, request, state, now) if expire else None

@@ -30,7 +30,7 @@ from app.quota.statements import (
 )
 from app.quota.types import Figures, NamespaceKey
 
-__all__ = ["GroupRow", "Peer", "Saved", "UsageRepository", "Written"]
+__all__ = ["Claim", "Claimed", "GroupRow", "Peer", "Saved", "UsageRepository", "Written"]
 
 
 class _Array(list[Any]):
@@ -48,6 +48,17 @@ Saved = tuple[str, str | None, Sequence[float], bool]
 """(group, summary JSON, sums in force, whether to wake it) of a group a report planned."""
 Peer = tuple[str, str, NamespaceKey, Figures]
 """(group, reporter, namespace, figures) of another live reporter's row in a group."""
+
+Claimed = tuple[str, int, int]
+"""(owner role, rows token, admin generation) of a reporter claimed (`UsageRepository.claim`)."""
+
+
+class Claim(NamedTuple):
+    """A report's claim of its reporter: alive until ``until``, made for ``role`` if new."""
+
+    reporter_id: str
+    role: str
+    until: datetime
 
 
 class GroupRow(NamedTuple):
@@ -73,6 +84,9 @@ class _Shared:
     """Whether it may have moved markers."""
     locked: set[str] = field(default_factory=set)
     """Groups whose lock the transaction holds."""
+    claimed: dict[str, tuple[datetime, Claimed]] = field(default_factory=dict)
+    """Reporters claimed ahead of their reports (`UsageRepository.claim_all`), with the
+    lease each was claimed until."""
     groups: dict[str, GroupRow] = field(default_factory=dict)
     """Rows of groups it holds, as it last read or wrote them: nothing else writes them
     until it ends, so the next report of the group it stores reads them here."""
@@ -126,7 +140,7 @@ class UsageRepository:
 
     # Reporters
 
-    def claim(self, reporter_id: str, role: str, until: datetime) -> tuple[str, int, int]:
+    def claim(self, reporter_id: str, role: str, until: datetime) -> Claimed:
         """Mark the reporter alive until ``until`` (made if new): its owner role, its rows
         token, and the admin generation, in one statement.
 
@@ -134,11 +148,41 @@ class UsageRepository:
         disk: usage rows are soft state, rewritten every few intervals, and a crash may lose
         their last moments; waiting cost a Spark worker's report more than its work.
         """
+        if self.shared is not None:
+            ahead = self.shared.claimed.pop(reporter_id, None)
+            if ahead is not None and ahead[0] == until:
+                return ahead[1]
         owner, token, generation = self._run(
             self.sql.claim,
             {"reporter_id": reporter_id, "role": role, "until": until, "token": new_token()},
         ).one()[:3]
         return owner, token, generation
+
+    def claim_all(self, claims: Sequence[Claim]) -> None:
+        """Claim the reporters of several reports at once, as their own `claim`s would,
+        each report's answer kept for its claim: on PostgreSQL, in one statement, which
+        locks their rows in one order (reporters before groups, as every report and
+        release locks them). A reporter with two reports among them is claimed for its
+        first; its second claims its own. SQLite holds the database's write lock already:
+        there, each report claims its own."""
+        if not claims or not self.sql.postgresql or self.shared is None:
+            return
+        first: dict[str, Claim] = {}
+        for claim in claims:
+            first.setdefault(claim.reporter_id, claim)
+        ordered = [first[reporter] for reporter in sorted(first)]
+        rows = self._run(
+            self.sql.claim_arrays,
+            {
+                "reporters": _Array([claim.reporter_id for claim in ordered]),
+                "roles": _Array([claim.role for claim in ordered]),
+                "untils": _Array([claim.until for claim in ordered]),
+                "tokens": _Array(new_tokens(len(ordered))),
+            },
+        ).all()
+        for reporter_id, owner, token, generation, _ in rows:  # and synchronous_commit
+            claimed = (owner, token, generation)
+            self.shared.claimed[reporter_id] = (first[reporter_id].until, claimed)
 
     def extend(self, reporter_id: str, until: datetime) -> None:
         """Move the end of the reporter's lease (its answer's lease was not the one guessed)."""

@@ -131,6 +131,21 @@ class Statements:
             )
             .returning(*claimed)
         )
+        if self.postgresql:
+            #: (reporter, owner, rows token, admin generation) of several claims at once, in
+            #: the reporters' order (`UsageRepository.claim_all`)
+            pg = postgresql.dialect()  # type: ignore[no-untyped-call]
+            generation = admin_generation().compile(
+                dialect=pg, compile_kwargs={"literal_binds": True}
+            )
+            self.claim_arrays = text(
+                "INSERT INTO quota_reporters (reporter_id, role, lease_until, rows_token) "
+                "SELECT * FROM unnest(CAST(:reporters AS VARCHAR[]), CAST(:roles AS VARCHAR[]), "
+                "CAST(:untils AS TIMESTAMPTZ[]), CAST(:tokens AS BIGINT[])) AS v ORDER BY 1 "
+                "ON CONFLICT (reporter_id) DO UPDATE SET lease_until = excluded.lease_until "
+                f"RETURNING reporter_id, role, rows_token, ({generation}), "
+                "set_config('synchronous_commit', 'off', true)"
+            )
         self.extend = (
             update(QuotaReporter)
             .where(QuotaReporter.reporter_id == bindparam("reporter"))

@@ -98,7 +98,7 @@ from app.quota.figures import (
 from app.quota.leases import full_look_s, lease_s, lease_until
 from app.quota.levels import SUMMARY_SHARE, DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
-from app.quota.repository import Saved, UsageRepository, Written
+from app.quota.repository import Claim, Saved, UsageRepository, Written
 from app.quota.schemas import (
     NamespaceUsage,
     ReportResult,
@@ -108,7 +108,15 @@ from app.quota.statements import new_token, new_tokens
 from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
 from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
 
-__all__ = ["Effective", "effective_groups", "parse_namespace", "submit"]
+__all__ = [
+    "Claim",
+    "Effective",
+    "claim",
+    "claim_all",
+    "effective_groups",
+    "parse_namespace",
+    "submit",
+]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
 PACED_RISE = 0.01  # of its rate: a paced reporter takes no smaller rise (`_plan`)
@@ -188,6 +196,44 @@ def _look_up(
     return refs, _effective(queries, list(refs), cache, generation)
 
 
+def _accepted(report: UsageReport, now: float, interval_s: float) -> bool:
+    """Whether the report is recent enough to be stored (not only answered)."""
+    return now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
+
+
+def _guessed_lease(cache: ReportCache, reporter_id: str, interval_s: float, pace_s: float) -> float:
+    """The lease a report claims for its reporter up front: the one this process last gave
+    it, or the pace if longer (a paced answer holds as long). A guess that holds in a steady
+    state and while paced; the report moves it if its answer gives another."""
+    return max(cache.lease(reporter_id) or interval_s, pace_s)
+
+
+def claim(
+    *,
+    principal: Principal,
+    reporter_id: str,
+    report: UsageReport,
+    now: float,
+    interval_s: float,
+    cache: ReportCache,
+    pace_s: float = 0.0,
+) -> Claim | None:
+    """What `submit`, given the same arguments, claims of its reporter before anything
+    else (None for a report too old to be stored, which claims nothing): so that the reports
+    that a lane stores together claim theirs in one statement (`claim_all`)."""
+    if not _accepted(report, now, interval_s):
+        return None
+    moment = datetime.fromtimestamp(now, UTC)
+    until = lease_until(moment, _guessed_lease(cache, reporter_id, interval_s, pace_s), interval_s)
+    return Claim(reporter_id, principal.role, until)
+
+
+def claim_all(session: Session, claims: Sequence[Claim]) -> None:
+    """Claim the reporters of reports about to be stored in this transaction, in one
+    statement, in one order (each report's own claim then finds its answer)."""
+    UsageRepository.of(session).claim_all(claims)
+
+
 def submit(
     session: Session,
     *,
@@ -217,14 +263,12 @@ def submit(
     # 1. Look up.
     names = list(report.namespaces)
     queries = UsageRepository.of(session)
-    accepted = now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
+    accepted = _accepted(report, now, interval_s)
     moment = datetime.fromtimestamp(now, UTC)
-    # Alive until its lease runs out: the one this process last gave it, or the pace if
-    # longer (a paced answer holds as long), as a guess that holds in a steady state and
-    # while paced; moved below if this answer gives another. The claim reads
-    # the admin generation too, before anything it guards is read (and, an accepted report
-    # being soft state, has its commit not wait for the disk: see `UsageRepository.claim`).
-    guessed = max(cache.lease(reporter_id) or interval_s, pace_s)
+    # The claim reads the admin generation too, before anything it guards is read (and, an
+    # accepted report being soft state, has its commit not wait for the disk: see
+    # `UsageRepository.claim`).
+    guessed = _guessed_lease(cache, reporter_id, interval_s, pace_s)
     until = lease_until(moment, guessed, interval_s)
     token, generation = claim_reporter(session, principal, reporter_id, until, alive=accepted)
     # Namespaces that this process last answered the reporter about under the same admin

@@ -15,9 +15,14 @@ from fastapi import FastAPI
 from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
-from app.models import QuotaGroup
+from app.models import QuotaGroup, QuotaReporter
 from app.quota.cache import MARKER_LOOK_S, ReportCache
-from app.quota.repository import SHARED_LOOK_BACK, SHARED_LOOK_EXTRA, UsageRepository
+from app.quota.repository import (
+    SHARED_LOOK_BACK,
+    SHARED_LOOK_EXTRA,
+    Claim,
+    UsageRepository,
+)
 from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
@@ -132,6 +137,29 @@ class TestOneTransactionsReports:
             UsageRepository.of(session).lock(["g1", "g2"], now)
             assert len(seen) == 2
             session.rollback()
+
+    def test_a_batchs_reporters_are_claimed_in_one_statement(
+        self, app: FastAPI, engine: Engine
+    ) -> None:
+        now = datetime.now(UTC)
+        later = now + timedelta(seconds=8)
+        claims = [Claim("b", "job", later), Claim("a", "job", later), Claim("a", "job", now)]
+        with transaction(app) as session, statements(engine, "INTO quota_reporters") as seen:
+            queries = UsageRepository.of(session)
+            queries.claim_all(claims)
+            ahead = len(seen)
+            owners = [queries.claim(c.reporter_id, c.role, c.until)[0] for c in claims]
+            session.commit()
+        assert owners == ["job"] * 3
+        if engine.dialect.name == "postgresql":
+            # One for the batch; "a" again, as its second report claims another lease.
+            assert (ahead, len(seen)) == (1, 2)
+        else:  # under the database's write lock: each report claims its own
+            assert (ahead, len(seen)) == (0, 3)
+        with Session(engine) as session:
+            rows = session.execute(select(QuotaReporter.reporter_id, QuotaReporter.lease_until))
+            leases = {reporter: moment.replace(tzinfo=UTC) for reporter, moment in rows}
+        assert leases == {"a": now, "b": later}
 
     def test_a_group_held_is_read_once_then_as_the_transaction_wrote_it(
         self, app: FastAPI, engine: Engine
