@@ -23,9 +23,7 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   asked to report again soon) the groups are planned again; in the steady ones every figure
   moves by less than the 5% that forces a rewrite, so the server answers from what it keeps;
   with ``--changed-interval`` one more moves every demand by 10%, which rewrites every row
-  and plans every group again, and the settling intervals after it are measured too. Back to
-  back, no row ages enough to be due its periodic refresh (in a real steady state a quarter
-  of the rows an interval, in one UPDATE per report).
+  and plans every group again, and the settling intervals after it are measured too.
 - ``spark``: many workers, each reporting one namespace every second
   (``RG_REPORT_INTERVAL_SECONDS=1``), all in one group unless ``--spark-groups`` says
   otherwise, on the same database. Each step is a fleet of its own: a server started anew
