@@ -103,19 +103,8 @@ async def report_usage(
     if expire:
         state.last_expiry = now
 
-    work = partial(
-        store.submit,
-        principal=principal,
-        reporter_id=reporterId,
-        report=body,
-        now=now,
-        interval_s=interval_s,
-        cache=state.report_cache,
-        max_lease_s=state.settings.report_lease_seconds,
-        stats=state.metrics.groups,
-        max_reporters=state.settings.max_reporters_per_namespace,
-    )
-    # What it claims first, claimed with the other reports stored in its transaction.
+    # What the report claims first (claimed with the other reports stored in its
+    # transaction), then the report itself.
     claims = partial(
         store.claim,
         principal=principal,
@@ -124,6 +113,13 @@ async def report_usage(
         now=now,
         interval_s=interval_s,
         cache=state.report_cache,
+    )
+    work = partial(
+        store.submit,
+        **claims.keywords,
+        max_lease_s=state.settings.report_lease_seconds,
+        stats=state.metrics.groups,
+        max_reporters=state.settings.max_reporters_per_namespace,
     )
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
     lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None
