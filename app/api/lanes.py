@@ -9,8 +9,9 @@ with all the waiting ones for the interpreter between its round trips: when 200 
 one group joined within a second, reports waited over a second for a thread, and the backlog
 took five more seconds to drain. In a lane, the reports of a namespace that arrive while its
 last transaction runs wait here, at no cost, and the next transaction stores them all, one
-after another as the database would have ordered them: one wait for the lock and one
-commit for the lot, and one thread at work on the namespace.
+after another as the database would have ordered them: one statement claiming their
+workers, one wait for the lock and one commit for the lot, and one thread at work on the
+namespace.
 
 Nothing about what a report stores or answers changes: each is `store.submit` on the same
 session, in arrival order, and a report refused for its own fault (a 4xx) is refused alone:
