@@ -62,10 +62,10 @@ def authorize_reporting(
 
 
 def claim_reporter(
-    session: Session, principal: Principal, reporter_id: str, until: datetime, *, alive: bool
+    session: Session, principal: Principal, reporter_id: str, until: datetime | None
 ) -> tuple[int | None, int]:
     """The reporter belongs to the role that first reported with it; mark it alive until
-    ``until``.
+    ``until`` (None: a report too old to be stored, which marks nothing).
 
     Returns the token of its rows (None if it has none) and the admin generation, read in
     the same statement.
@@ -73,7 +73,7 @@ def claim_reporter(
     queries = UsageRepository.of(session)
     # Alive: one statement marks it and returns the owner. Refused, the transaction rolls
     # back, and the mark with it.
-    if alive:
+    if until is not None:
         owner, token, generation = queries.claim(reporter_id, principal.role, until)
     else:
         generation = queries.generation()

@@ -201,13 +201,6 @@ def _accepted(report: UsageReport, now: float, interval_s: float) -> bool:
     return now - report.sentAtMs / 1000 <= STALE_REPORT_INTERVALS * interval_s
 
 
-def _guessed_lease(cache: ReportCache, reporter_id: str, interval_s: float, pace_s: float) -> float:
-    """The lease a report claims for its reporter up front: the one this process last gave
-    it, or the pace if longer (a paced answer holds as long). A guess that holds in a steady
-    state and while paced; the report moves it if its answer gives another."""
-    return max(cache.lease(reporter_id) or interval_s, pace_s)
-
-
 def claim(
     *,
     principal: Principal,
@@ -223,8 +216,11 @@ def claim(
     that a lane stores together claim theirs in one statement (`claim_all`)."""
     if not _accepted(report, now, interval_s):
         return None
-    moment = datetime.fromtimestamp(now, UTC)
-    until = lease_until(moment, _guessed_lease(cache, reporter_id, interval_s, pace_s), interval_s)
+    # Alive until the lease this process last gave it runs out, or the pace if longer (a
+    # paced answer holds as long): a guess that holds in a steady state and while paced;
+    # `submit` moves it if its answer gives another.
+    guessed = max(cache.lease(reporter_id) or interval_s, pace_s)
+    until = lease_until(datetime.fromtimestamp(now, UTC), guessed, interval_s)
     return Claim(reporter_id, principal.role, until)
 
 
@@ -263,14 +259,23 @@ def submit(
     # 1. Look up.
     names = list(report.namespaces)
     queries = UsageRepository.of(session)
-    accepted = _accepted(report, now, interval_s)
+    claimed = claim(
+        principal=principal,
+        reporter_id=reporter_id,
+        report=report,
+        now=now,
+        interval_s=interval_s,
+        cache=cache,
+        pace_s=pace_s,
+    )
+    accepted = claimed is not None
     moment = datetime.fromtimestamp(now, UTC)
     # The claim reads the admin generation too, before anything it guards is read (and, an
     # accepted report being soft state, has its commit not wait for the disk: see
     # `UsageRepository.claim`).
-    guessed = _guessed_lease(cache, reporter_id, interval_s, pace_s)
-    until = lease_until(moment, guessed, interval_s)
-    token, generation = claim_reporter(session, principal, reporter_id, until, alive=accepted)
+    token, generation = claim_reporter(
+        session, principal, reporter_id, None if claimed is None else claimed.until
+    )
     # Namespaces that this process last answered the reporter about under the same admin
     # generation exist, in the groups answered: looked up again only for a report that
     # turns out not to be steady.
@@ -374,9 +379,10 @@ def submit(
         max_lease_s=max_lease_s,
     )
     state.lease_s = max(leased, pace_s)
-    if accepted and token is not None and state.lease_s != guessed:
-        queries.extend(reporter_id, lease_until(moment, state.lease_s, interval_s))
-    if accepted and token is not None:
+    if claimed is not None and token is not None:
+        until = lease_until(moment, state.lease_s, interval_s)
+        if until != claimed.until:  # not the lease guessed
+            queries.extend(reporter_id, until)
         # Remembered once committed: a rolled-back report must not be taken for stored.
         after_commit(session, lambda: cache.remember(reporter_id, state))
     if stats is not None and now - state.observed_at >= interval_s:
