@@ -196,8 +196,9 @@ class QuotaUsage(Base):
     """The group the row was last counted in: when the namespace moves, that group's
     other reporters are told (through its marker) that a member left."""
     planned_marker: Mapped[int | None] = mapped_column(BigInteger)
-    """The group's marker when the reporter last planned it: while the two are equal, the
-    reporter's grants for the namespace stand."""
+    """The group's marker when the row was last written: while the two are equal, the
+    reporter's grants for the namespace stand. A plan that changed nothing writes no row, so
+    a process that remembers a later plan compares the group's marker with that."""
     publish_msgs_usage: Mapped[float] = mapped_column(Double)
     publish_msgs_demand: Mapped[float] = mapped_column(Double)
     publish_msgs_allocation: Mapped[float | None] = mapped_column(Double)
@@ -213,10 +214,10 @@ class QuotaUsage(Base):
 
 
 class QuotaGroup(Base):
-    """A group's change marker for quota sharing: a new random value whenever something the
-    allocator reads for the group changes (a reporter's figures or allocation, a reporter
-    gone). A reporter whose group's marker is the one it last planned under needs no new
-    plan: the inputs are the same, so the allocator's answer is too."""
+    """A group's change marker for quota sharing: a new random value whenever something
+    changes that may change a reporter's grant (a reporter's figures, a fall of its
+    allocation, a reporter gone; a rise only takes headroom, and moves none). A reporter
+    whose group's marker is the one it last planned under needs no new plan."""
 
     __tablename__ = "quota_groups"
 

@@ -10,8 +10,8 @@ write to what it guards (so several processes on one database never trust stale 
   tenants, namespaces, namespace permissions and the default group, guards which group each
   namespace is in, that group's limits, and which roles may report for it;
 - a reporter's **rows token**, changed whenever its usage rows are written, guards the rows;
-- a group's **marker**, changed whenever something the allocator reads for the group
-  changes, guards a plan: same inputs, same grants.
+- a group's **marker**, changed whenever something changes that may change a grant of the
+  group (`app.quota.store` says what), guards a plan.
 
 What a report learns is remembered only once its transaction commits.
 """

@@ -10,10 +10,13 @@ What the allocator reads for a group are the stored rows of its live reporters (
 and the grace after it, has not run out), as does the usage history. A row is rewritten
 when a figure moved by 5% or more (the allocator then sees the new figures) or when its
 allocation changed; otherwise it holds what every plan saw, however long ago it was
-written, and a steady report writes only its reporter's lease. Whenever one of the
-allocator's inputs changes (a row's figures or allocation, a reporter gone, a namespace
-moved to another group) the group's marker changes, and each reporter plans the group again
-at its next report; until then it keeps its grants, which the same inputs would give again.
+written, and a steady report writes only its reporter's lease. Whenever an input changes
+that may change another reporter's grant (a row's figures, a fall of its allocation, a
+reporter gone, a namespace moved to another group) the group's marker changes, and each
+reporter plans the group again at its next report; until then it keeps its grants. A rise
+leaves the marker (`_rose`: it only takes headroom, which no other plan counted on). A plan
+that grants what is in force already, from a summary made at the marker now, stores
+nothing: neither the group's row nor the reporter's.
 
 **What a report costs.** Planning a group does not read its rows: it reads the group's own
 row, which holds the group's summary (its water levels, `app.quota.levels`) and, per
@@ -125,6 +128,7 @@ LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's tak
 # than it has rows): then the database compares all its rows with their groups' markers.
 FEW_MARKERS = 100
 _ALL_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
+_ALLOCATION_AT = frozenset(ALLOCATIONS)
 _string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes a string with
 
 
@@ -295,7 +299,8 @@ def submit(
         queries, reporter_id, known, cache, now, interval_s, full_look_s(interval_s, max_lease_s)
     )
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
-    # figures within 5% of those stored. Then nothing is planned, written or built anew.
+    # figures within 5% of those stored. Then nothing is
+    # planned, written or built anew.
     steady = (
         repeated is not None
         and known is not None
@@ -456,7 +461,17 @@ def _moved_markers(
                 if (plan := plans.get(name)) is not None and plan.marker != marker
             }
             return moved, known.full_check_at
-    return queries.stale(reporter_id), now
+    # Rows store the marker they were last written under; a plan kept since (`_plan`)
+    # has a newer one, which is what tells whether the group moved since.
+    stale = queries.stale(reporter_id)
+    if known is not None and stale:
+        plans = known.plans
+        stale = {
+            name: marker
+            for name, marker in stale.items()
+            if (plan := plans.get(name)) is None or plan.marker != marker
+        }
+    return stale, now
 
 
 def _entry(
@@ -553,6 +568,7 @@ def _plan(
             peers[group].append((reporter, key, figures))
         counted = queries.in_force(unsummarized)
     plan_ids = iter(new_tokens(len(stale)))
+    unchanged: set[str] = set()
     for group in stale:
         entries = groups[group]
         quotas = entries[0].effective.quotas
@@ -562,6 +578,14 @@ def _plan(
         summary = summaries.get(group)
         found = rows.get(group)
         woken = False
+        # Whether the plan may be kept without storing anything (see below): from a
+        # summary made at the group's marker now, for rows that change nothing.
+        keepable = (
+            summary is not None
+            and found is not None
+            and summary.marker == markers.get(group)
+            and not any(entry.changed for entry in entries)
+        )
         if summary is None or found is None:
             summary, woken = _summarize(
                 markers.get(group, 0), quotas, peers[group], entries, namespaces, before
@@ -618,7 +642,19 @@ def _plan(
                 rated[index] = rate
             in_force[index] = total
             shortfalls[index] = shortfall
-        saved.append((group, summary.to_json(shortfalls), in_force, woken and not paced))
+        # Kept: the grants are the allocations in force, from a summary that holds as it is
+        # (made at this marker, which no grant since has moved), so neither the group's
+        # row nor the reporter's changes: nothing is stored, and the plan is remembered
+        # under the new marker (`_moved_markers` compares markers with it).
+        keep = (
+            keepable
+            and not fell
+            and all(tuple(r) == had for r, had in zip(rates, before, strict=True))
+        )
+        if keep:
+            unchanged.add(group)
+        else:
+            saved.append((group, summary.to_json(shortfalls), in_force, woken and not paced))
         plans[group] = Plan(
             id=next(plan_ids),
             marker=markers.get(group, 0),
@@ -635,7 +671,7 @@ def _plan(
         )
         if stats is not None:
             stats.record(group, *_totals(summary, in_force))
-    return set(stale)
+    return set(stale) - unchanged
 
 
 def _units(previous: Previous | None) -> int:
@@ -744,9 +780,7 @@ def _settle(entries: list[_Entry], plans: dict[str, Plan], replanned: set[str]) 
                 continue
             planned = plans[group]
             rates = planned.counted.get(entry.key) or planned.rates[entry.key]
-            if entry.planned != planned.marker:
-                entry.planned = planned.marker
-                entry.write = True
+            entry.planned = planned.marker  # stored if the row is written
         else:
             rates = _ALL_UNLIMITED
             if entry.planned is not None:
@@ -791,7 +825,7 @@ def _write(
             continue
         group = entry.effective.group
         rows.append((entry.key, group, entry.planned, entry.figures))
-        if entry.changed:
+        if entry.changed and not _rose(entry):
             for name in (group, entry.row.group if entry.row is not None else None):
                 if name is not None:
                     changed.add(name)
@@ -803,6 +837,30 @@ def _write(
     queries.take_in_force(left)
     queries.move_markers(changed - moved_already, now)
     return token
+
+
+def _rose(entry: _Entry) -> bool:
+    """Whether the only input of its group that the report changes is its row's allocations,
+    risen (none fell): the group's marker then stays, as no other reporter's plan is out of
+    date. A rise takes headroom that the others' plans did not count on (each took what was
+    free when it was made, and is kept: `granted` never lowers a rate for want of headroom);
+    it changes no fair share (those come from demands); and the group's summary, stored
+    with it, is settled by the grant (`Levels.settled`). Headroom is freed only by what
+    moves the marker (a fall, a reporter gone), and the round of plans that follows shares
+    it out whole: each grant takes the same fraction of what it lacks (what is free over
+    the summary's shortfall, both settled by the grants before it). So after a storm of
+    joins, the thousands of rises that fill the headroom no longer make every other worker
+    plan the group again, once per rise."""
+    row = entry.row
+    if row is None or row.group != entry.effective.group:
+        return False
+    before, after = row.figures, entry.figures
+    for at, (old, new) in enumerate(zip(before, after, strict=True)):
+        if old == new:
+            continue
+        if at not in _ALLOCATION_AT or old is None or new is None or new < old:
+            return False
+    return True
 
 
 def _leave(left: dict[str, list[float]], row: Row) -> None:
