@@ -295,8 +295,9 @@ def submit(
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else queries.rows(reporter_id)
     covered_s = report.intervalMs / 1000
+    full_look = full_look_s(interval_s, max_lease_s, 0.0 if known is None else known.lease_s)
     markers, full_check_at = _moved_markers(
-        queries, reporter_id, known, cache, now, interval_s, full_look_s(interval_s, max_lease_s)
+        queries, reporter_id, known, cache, now, interval_s, full_look
     )
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
     # figures within 5% of those stored. Then nothing is
@@ -439,14 +440,16 @@ def _moved_markers(
     report plan again, never one too few. A full look has the database compare every row
     of the reporter with its group's marker; in between, a look at the markers changed
     since the last one (none at all in a steady state) will do, unless more of them changed
-    than the reporter has rows. That one looks `LATE_COMMIT_S` further back (an interval at
-    most), for changes that committed later than they were made; one that took longer still
+    than the reporter has rows. That one looks further back, for changes that committed later
+    than they were made: by `LATE_COMMIT_S`, or as long as a report may wait in its lane
+    (`STALE_REPORT_INTERVALS`) and an interval more, if shorter. One that took longer still
     is found by the next full look, ``full_look`` seconds on (`app.quota.leases.full_look_s`).
     The process's reports share such looks for `app.quota.cache.MARKER_LOOK_S`: a report
     served by one is one that came that much earlier, and what it missed, its next finds.
     """
     if known is not None and now - known.full_check_at < full_look:
-        since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
+        late = min(LATE_COMMIT_S, (STALE_REPORT_INTERVALS + 1) * interval_s)
+        since = datetime.fromtimestamp(known.checked_at - late, UTC)
         # Limited and in index order, so that the database reads only what changed even when
         # its statistics are too old to tell it how little that is.
         limit = max(len(known.rows), FEW_MARKERS)

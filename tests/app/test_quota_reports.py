@@ -273,6 +273,21 @@ class TestWhatServersRemember:
         # Server 0 learns that b wants less, and lets a grow.
         assert allocated(report(servers[0], job, "a", body(clock, 800))) > QUOTA / 2 * 1.1
 
+    def test_a_change_committed_after_a_look_it_predates_is_found_at_the_next(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        # A report that waited in its lane commits a change made (dated) when it arrived:
+        # a look at the changed markers made in between does not see it yet.
+        job = auth("job")
+        both_want_800(servers, job, clock, rounds=4)
+        clock.now += INTERVAL_S
+        looked_at = clock.now
+        assert allocated(report(servers[0], job, "a", body(clock, 800))) == pytest.approx(500)
+        clock.now = looked_at - 2 * INTERVAL_S  # b's report arrived then, and waited
+        assert allocated(report(servers[1], job, "b", body(clock, 100))) < QUOTA / 4
+        clock.now = looked_at + INTERVAL_S
+        assert allocated(report(servers[0], job, "a", body(clock, 800))) > QUOTA / 2 * 1.1
+
     def test_a_namespace_moved_to_another_group_frees_its_share(
         self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
     ) -> None:
