@@ -95,7 +95,10 @@ class ReporterState:
     full_check_at: float = 0.0
     """When every one of them was last compared with its rows."""
     lease_s: float = 0.0
-    """How long its last answer holds (`app.quota.leases`)."""
+    """How long its last answer holds (`app.quota.leases`), its pace aside."""
+    pace_s: float = 0.0
+    """The pace its last answer gave (`app.quota.pacing`; 0: none): it held that long, if
+    longer than its lease."""
     releasing: bool = False
     """Whether a fall its plans granted is counted in force until it says it applied it
     (`Plan.counted`): its reports are then never steady, so that the one that says so
@@ -220,7 +223,8 @@ class ReportCache:
             return state
 
     def lease(self, reporter_id: str) -> float | None:
-        """The lease of the last answer this process gave the reporter, if it remembers."""
+        """The lease of the last answer this process gave the reporter (its pace aside), if
+        it remembers."""
         with self._lock:
             state = self._reporters.get(reporter_id)
         return None if state is None else state.lease_s

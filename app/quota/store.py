@@ -220,9 +220,9 @@ def claim(
     that a lane stores together claim theirs in one statement (`claim_all`)."""
     if not _accepted(report, now, interval_s):
         return None
-    # Alive until the lease this process last gave it runs out, or the pace if longer (a
-    # paced answer holds as long): a guess that holds in a steady state and while paced;
-    # `submit` moves it if its answer gives another.
+    # Alive until the lease this process last gave it runs out, or this answer's pace if
+    # longer (a paced answer holds as long): a guess that holds in a steady state and while
+    # paced; `submit` moves it if its answer gives another.
     guessed = max(cache.lease(reporter_id) or interval_s, pace_s)
     until = lease_until(datetime.fromtimestamp(now, UTC), guessed, interval_s)
     return Claim(reporter_id, principal.role, until)
@@ -295,7 +295,8 @@ def submit(
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else queries.rows(reporter_id)
     covered_s = report.intervalMs / 1000
-    full_look = full_look_s(interval_s, max_lease_s, 0.0 if known is None else known.lease_s)
+    last_held = 0.0 if known is None else max(known.lease_s, known.pace_s)
+    full_look = full_look_s(interval_s, max_lease_s, last_held)
     markers, full_check_at = _moved_markers(
         queries, reporter_id, known, cache, now, interval_s, full_look
     )
@@ -384,9 +385,10 @@ def submit(
         interval_s=interval_s,
         max_lease_s=max_lease_s,
     )
-    state.lease_s = max(leased, pace_s)
+    state.lease_s, state.pace_s = leased, pace_s
+    held = max(leased, pace_s)
     if claimed is not None and token is not None:
-        until = lease_until(moment, state.lease_s, interval_s)
+        until = lease_until(moment, held, interval_s)
         if until != claimed.until:  # not the lease guessed
             queries.extend(reporter_id, until)
         # Remembered once committed: a rolled-back report must not be taken for stored.
@@ -396,7 +398,7 @@ def submit(
         # interval, so that the metrics do not take them for silent.
         stats.touch(state.plans)
         state.observed_at = now
-    return _result(answered, accepted, interval_s, state.lease_s, pace_s)
+    return _result(answered, accepted, interval_s, held, pace_s)
 
 
 def _groups_touched(entries: list[_Entry], rows: dict[NamespaceKey, Row]) -> set[str]:

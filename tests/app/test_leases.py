@@ -29,6 +29,7 @@ from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     report,
     world,
 )
+from tests.app.test_shared_transaction import statements
 from tests.factories import FakeClock
 
 LEASE_INTERVALS = round(LEASE_MS / 1000 / INTERVAL_S)
@@ -129,6 +130,19 @@ class TestPacedAnswers:
         # Under the lease, the pace changes nothing.
         clock.now += INTERVAL_S
         assert paced_report(servers[0], "a", body(clock, 200), 0.5)["leaseMs"] == LEASE_MS
+
+    def test_a_steady_report_on_a_new_pace_writes_its_lease_once(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        # Each answer's pace is the namespace's, spread at random: its lease is claimed
+        # for that pace up front, not claimed for the last one and then moved.
+        both_want_800(servers, auth("job"), clock, rounds=6)
+        for pace_s in (self.PACE_S, self.PACE_S * 1.3, self.PACE_S * 1.1):
+            clock.now += INTERVAL_S
+            with statements(state_of(servers[0]).engine, "quota_reporters") as seen:
+                answer = paced_report(servers[0], "a", body(clock, 800), pace_s)
+            assert answer["leaseMs"] == round(pace_s * 1000)
+            assert len([s for s in seen if not s.lstrip().startswith("SELECT")]) == 1
 
     @pytest.mark.parametrize("pace_s", [0.0, PACE_S])
     def test_a_paced_reporter_takes_no_rise_of_less_than_a_hundredth(
