@@ -749,6 +749,15 @@ class _Pool:
         if due < follow.until:
             self.schedule(_Job(due, job.reporter, job.round + 1, measured=False))
 
+    def _failed(self, job: _Job) -> None:
+        """A report that got no answer (its connection lost, or none made): a connection
+        error; a worker that follows its answers reports again after backing off, as
+        rgspark does (else it would never report again, and be counted gone)."""
+        if job.measured:
+            self.step.connection_errors += 1
+        if self.follow is not None:
+            self._follow(self.follow, job, 0, b"", time.perf_counter())
+
     def lost(self, connection: _SparkConnection) -> None:
         self.open -= 1
         reporter = next((r for r, c in self.connections.items() if c is connection), None)
@@ -757,8 +766,8 @@ class _Pool:
         if connection in self.in_flight:
             self.in_flight.discard(connection)
             job = connection.job
-            if job is not None and job.measured:
-                self.step.connection_errors += 1
+            if job is not None:
+                self._failed(job)
         if reporter is not None and self.waiting.get(reporter):
             asyncio.get_running_loop().create_task(self.connect(reporter))
         self._check_done()
@@ -771,8 +780,7 @@ class _Pool:
             )
         except OSError:
             for job in self.waiting.pop(reporter, ()):
-                if job.measured:
-                    self.step.connection_errors += 1
+                self._failed(job)
             self._check_done()
             return
         self.open += 1
