@@ -31,9 +31,11 @@ from app.quota.types import Figures, GroupQuotas, NamespaceKey, Rates
 
 MAX_REPORTERS = 20_000  # reporters remembered, least recently reporting forgotten first
 MARKER_LOOK_S = 0.1
-"""How long a look at the changed markers serves the process's other reports: a report
-served by an earlier look is one that arrived that much earlier, and what it missed, its
-next report finds (it looks back an interval further than its last report)."""
+"""How long a look at the markers (those changed, or those of some groups) serves the
+process's other reports: a report served by an earlier look is one that arrived that much
+earlier, and what it missed, its next report finds (it looks back an interval further than
+its last report, or reads the markers as they are then)."""
+MAX_MARKERS_READ = 10_000  # groups whose markers, as last read, the process keeps at once
 
 
 # Rows, plans and answers are tuples of plain values, not objects: a process may remember
@@ -157,6 +159,8 @@ class ReportCache:
         self._authorized: set[tuple[str, NamespaceKey]] = set()  # (role, namespace)
         self._reporters: OrderedDict[str, ReporterState] = OrderedDict()
         self._marker_look: MarkerLook | None = None
+        self._markers_read: dict[str, tuple[int | None, float]] = {}
+        """Per group, its marker (None: it has no row) and when it was read."""
         self.max_reporters = max_reporters
 
     def marker_look(self, now: float) -> MarkerLook | None:
@@ -166,10 +170,38 @@ class ReportCache:
             return None
         return look
 
-    def remember_marker_look(self, look: MarkerLook | None) -> None:
-        """Share a look (None: forget the last one, as markers this process moved make it
-        out of date)."""
+    def remember_marker_look(self, look: MarkerLook) -> None:
+        """Share a look at the changed markers."""
         self._marker_look = look
+
+    def markers_read(self, now: float, groups: Iterable[str]) -> dict[str, int] | None:
+        """The groups' markers, as a report of the process read them lately enough to share
+        (None unless every one of them was)."""
+        read = self._markers_read
+        found = {}
+        for group in groups:
+            known = read.get(group)
+            if known is None or not 0 <= now - known[1] <= MARKER_LOOK_S:
+                return None
+            if known[0] is not None:
+                found[group] = known[0]
+        return found
+
+    def remember_markers_read(
+        self, now: float, groups: Iterable[str], found: dict[str, int]
+    ) -> None:
+        """Share the groups' markers (``found``: those that have one), read at ``now``."""
+        read = self._markers_read
+        if len(read) >= MAX_MARKERS_READ:
+            read.clear()
+        for group in groups:
+            read[group] = (found.get(group), now)
+
+    def forget_markers(self) -> None:
+        """Forget the shared looks at markers: markers this process moved make them out of
+        date."""
+        self._marker_look = None
+        self._markers_read = {}
 
     def effective(
         self, generation: int | None, keys: Iterable[NamespaceKey]

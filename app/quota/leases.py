@@ -55,7 +55,6 @@ __all__ = [
 SILENT_INTERVALS = 1 + GRACE_INTERVALS
 LEAVE_WAKE = 0.02  # of a group's allocations in force: a leave that wakes its reporters
 FULL_LOOK_INTERVALS = 3  # with the longest lease: how often a reporter looks at every marker
-FULL_LOOK_LEASES = 3  # of a reporter's own lease (a pace's, if longer), at least
 
 
 def lease_s(*, steady: bool, interval_s: float, max_lease_s: float) -> float:
@@ -77,15 +76,11 @@ def keep_alive_s(interval_s: float, max_lease_s: float) -> float:
     return max(max_lease_s, interval_s) + GRACE_INTERVALS * interval_s
 
 
-def full_look_s(interval_s: float, max_lease_s: float, lease_s: float = 0.0) -> float:
+def full_look_s(interval_s: float, max_lease_s: float) -> float:
     """How long between a reporter's full looks at its groups' markers
-    (`app.quota.store`), for a reporter whose last answer held for ``lease_s``: the longest
-    lease and `FULL_LOOK_INTERVALS` intervals, or `FULL_LOOK_LEASES` of its own lease if
-    longer, so that a steady reporter makes one at most every other report, and a paced one
-    (a pace of 20 s is longer than any lease) not at each either: it cost a paced worker's
-    report a third of its time in its lane."""
-    most = max(max_lease_s, interval_s) + FULL_LOOK_INTERVALS * interval_s
-    return max(most, FULL_LOOK_LEASES * lease_s)
+    (`app.quota.store`): the longest lease and `FULL_LOOK_INTERVALS` intervals, so that a
+    steady reporter makes one at most every other report, not at each."""
+    return max(max_lease_s, interval_s) + FULL_LOOK_INTERVALS * interval_s
 
 
 def shares_moved(before: Levels, after: Levels) -> bool:

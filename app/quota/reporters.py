@@ -145,4 +145,4 @@ def _forget(
     queries.forget(reporter_ids, now)
     if cache is not None:
         cache.forget(reporter_ids)
-        cache.remember_marker_look(None)  # the groups they counted in have new markers
+        cache.forget_markers()  # the groups they counted in have new markers

@@ -370,6 +370,15 @@ class UsageRepository:
                 known.update((group, row) for group, row in read.items() if group in shared.locked)
         return found
 
+    def markers(self, groups: Sequence[str]) -> dict[str, int]:
+        """Each group's marker now; a group that has no row is left out."""
+        return dict(self._run(self.sql.markers, {"groups": list(groups)}).all())
+
+    @property
+    def moved(self) -> bool:
+        """Whether this transaction may have moved markers."""
+        return self._moved()
+
     def wakes(self, groups: Sequence[str]) -> dict[str, int]:
         """Each group's wake (`app.quota.leases`); a group that has no row is left out."""
         return dict(self._run(self.sql.wakes, {"groups": list(groups)}).all())

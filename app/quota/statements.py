@@ -172,6 +172,10 @@ class Statements:
             )
         )
         #: (name, wake) of the groups given
+        #: (name, marker) of the groups given
+        self.markers = select(QuotaGroup.name, QuotaGroup.marker).where(
+            self._among(QuotaGroup.name, "groups")
+        )
         self.wakes = select(QuotaGroup.name, QuotaGroup.wake).where(
             self._among(QuotaGroup.name, "groups")
         )

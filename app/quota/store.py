@@ -127,6 +127,7 @@ LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's tak
 # A report reads the markers changed since its last one, unless more changed than this (or
 # than it has rows): then the database compares all its rows with their groups' markers.
 FEW_MARKERS = 100
+FEW_GROUPS = 16  # a reporter of no more groups reads their markers as they are
 _ALL_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 _ALLOCATION_AT = frozenset(ALLOCATIONS)
 _string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes a string with
@@ -295,10 +296,8 @@ def submit(
     known = cache.reporter(reporter_id, token)
     rows = known.rows if known is not None else queries.rows(reporter_id)
     covered_s = report.intervalMs / 1000
-    last_held = 0.0 if known is None else max(known.lease_s, known.pace_s)
-    full_look = full_look_s(interval_s, max_lease_s, last_held)
     markers, full_check_at = _moved_markers(
-        queries, reporter_id, known, cache, now, interval_s, full_look
+        queries, reporter_id, known, cache, now, interval_s, full_look_s(interval_s, max_lease_s)
     )
     # Steady: the same namespaces in the same groups, plans whose inputs did not change,
     # figures within 5% of those stored. Then nothing is
@@ -358,7 +357,7 @@ def submit(
         _settle(entries, state.plans, replanned)
         state.releasing = any(plan.counted for plan in state.plans.values())
         # Markers it moves are news to the process's shared look at them, once committed.
-        after_commit(session, lambda: cache.remember_marker_look(None))
+        after_commit(session, cache.forget_markers)
 
     # 4. Write.
     if accepted:
@@ -439,19 +438,37 @@ def _moved_markers(
     now; and when the last full look was.
 
     Read before the peers (in `_plan`), so that a change committed in between makes the next
-    report plan again, never one too few. A full look has the database compare every row
-    of the reporter with its group's marker; in between, a look at the markers changed
-    since the last one (none at all in a steady state) will do, unless more of them changed
-    than the reporter has rows. That one looks further back, for changes that committed later
-    than they were made: by `LATE_COMMIT_S`, or as long as a report may wait in its lane
-    (`STALE_REPORT_INTERVALS`) and an interval more, if shorter. One that took longer still
-    is found by the next full look, ``full_look`` seconds on (`app.quota.leases.full_look_s`).
-    The process's reports share such looks for `app.quota.cache.MARKER_LOOK_S`: a report
-    served by one is one that came that much earlier, and what it missed, its next finds.
+    report plan again, never one too few. A reporter that plans `FEW_GROUPS` or fewer (a
+    Spark worker plans one) reads their markers as they are, whenever their changes were
+    made and committed: a full look at every report, at the cost of one small read (a
+    paced worker's look at the markers changed since its last report, seconds before, cost
+    its lane as much, and its full looks more). Of a reporter of more groups, a full look
+    has the database compare every row of the reporter with its group's marker; in
+    between, a look at the markers changed since the last one (none at all in a steady
+    state) will do, unless more of them changed than the reporter has rows. That one looks
+    `LATE_COMMIT_S` further back (an interval at most), for changes that committed later
+    than they were made; one that took longer still is found by the next full look,
+    ``full_look`` seconds on (`app.quota.leases.full_look_s`). The process's reports share
+    either look for `app.quota.cache.MARKER_LOOK_S`: a report served by one is one that came
+    that much earlier, and what it missed, its next finds.
     """
+    if known is not None and len(known.plans) <= FEW_GROUPS:
+        groups = list(known.plans)
+        if not groups:
+            return {}, now
+        current = None if queries.moved else cache.markers_read(now, groups)
+        if current is None:
+            current = queries.markers(groups)
+            if not queries.moved:  # else the transaction's own moves are not committed yet
+                cache.remember_markers_read(now, groups, current)
+        moved = {
+            name: marker
+            for name, plan in known.plans.items()
+            if (marker := current.get(name)) is not None and marker != plan.marker
+        }
+        return moved, now
     if known is not None and now - known.full_check_at < full_look:
-        late = min(LATE_COMMIT_S, (STALE_REPORT_INTERVALS + 1) * interval_s)
-        since = datetime.fromtimestamp(known.checked_at - late, UTC)
+        since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
         # Limited and in index order, so that the database reads only what changed even when
         # its statistics are too old to tell it how little that is.
         limit = max(len(known.rows), FEW_MARKERS)

@@ -14,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 
 from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
-from app.quota import reporters
+from app.quota import reporters, store
 from app.quota.store import FEW_MARKERS
 from tests.conftest import SUPERUSER
 from tests.factories import FakeClock, create_group, create_namespace, create_tenant
@@ -249,10 +249,20 @@ class TestWhatServersRemember:
         assert rates["a"] == pytest.approx(100 * (1 + 100 / 900), rel=0.02)
         assert rates["b"] == pytest.approx(800 * (1 + 100 / 900), rel=0.02)
 
+    @pytest.mark.parametrize("reads_its_groups", [True, False], ids=["read", "looked-for"])
     def test_a_change_among_many_others_is_found(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+        self,
+        servers: list[FastAPI],
+        auth: Auth,
+        clock: FakeClock,
+        engine: Engine,
+        monkeypatch: pytest.MonkeyPatch,
+        reads_its_groups: bool,
     ) -> None:
-        # More groups changed than the reporter reads one by one: it compares all its rows.
+        # A reporter of many groups looks for those changed; when more groups changed than
+        # it reads one by one, it compares all its rows. One of a few reads their markers.
+        if not reads_its_groups:
+            monkeypatch.setattr(store, "FEW_GROUPS", 0)
         job = auth("job")
         assert both_want_800(servers, job, clock, rounds=4)["a"] == pytest.approx(
             QUOTA / 2, rel=0.05

@@ -208,3 +208,33 @@ def test_a_reports_session_is_freed_without_the_garbage_collector(
         gc.garbage.clear()
         gc.enable()
     assert cyclic == []
+
+
+def marker_reads(seen: list[str]) -> int:
+    """How many of ``seen`` read groups' markers by name (`Statements.markers`)."""
+    return sum(
+        "quota_groups.marker" in s and "levels" not in s and "changed_at" not in s for s in seen
+    )
+
+
+@pytest.mark.usefixtures("world")
+def test_a_processs_workers_share_a_read_of_their_groups_marker(
+    servers: list[FastAPI], auth: Auth, clock: FakeClock
+) -> None:
+    # A Spark worker's report reads its group's marker as it is; the process's other
+    # reports within `MARKER_LOOK_S` share that read, until one of them moves a marker.
+    job, engine = auth("job"), state_of(servers[0]).engine
+    for _ in range(4):
+        clock.now += 1
+        for worker in ("a", "b", "c"):
+            report(servers[0], job, worker, body(clock, 200))
+    clock.now += 1
+    with statements(engine, "FROM quota_groups") as seen:
+        for worker in ("a", "b", "c"):
+            report(servers[0], job, worker, body(clock, 200))
+    assert marker_reads(seen) == 1
+    with statements(engine, "FROM quota_groups") as seen:
+        report(servers[0], job, "b", body(clock, 400))  # moves the group's marker
+        assert marker_reads(seen) == 0
+        report(servers[0], job, "c", body(clock, 200))
+        assert marker_reads(seen) == 1
