@@ -299,13 +299,14 @@ def submit(
     markers, full_check_at = _moved_markers(
         queries, reporter_id, known, cache, now, interval_s, full_look_s(interval_s, max_lease_s)
     )
-    # Steady: the same namespaces in the same groups, plans whose inputs did not change,
-    # figures within 5% of those stored. Then nothing is
-    # planned, written or built anew.
+    # Steady: the same namespaces in the same groups, plans whose inputs did not change
+    # and that wait for nothing (`_stale`), figures within 5% of those stored. Then nothing
+    # is planned, written or built anew.
     steady = (
         repeated is not None
         and known is not None
         and known.last is repeated
+        and not repeated.early
         and not known.releasing
         and not markers
         and held_still(repeated.held, figures_of(report), covered_s)
@@ -766,7 +767,9 @@ def _summarize(
 def _stale(known: Plan | None, entries: list[_Entry]) -> bool:
     """Whether the reporter must plan a group again, rather than keep its last plan, for a
     reason of its own (its markers aside)."""
-    if known is None or len(known.rates) != len(entries):
+    if known is None or known.early or len(known.rates) != len(entries):
+        # Early: its grants are about to change (it waits for headroom, or for demands
+        # still unknown), and what changes them may not move the marker (`_rose`).
         return True
     if known.quotas != entries[0].effective.quotas:
         return True

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from sqlalchemy import Engine, select
 
 from app.models import QuotaGroup, QuotaUsage
+from app.state import state_of
 from tests.app.test_falls_in_force import _Fleet
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     INTERVAL_S,
@@ -21,6 +22,7 @@ from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     report,
     world,
 )
+from tests.app.test_shared_transaction import statements
 from tests.factories import FakeClock
 
 
@@ -94,9 +96,15 @@ class TestKeptPlans:
         fall = fleet.report("a", 0, received=False)
         group, b_row = group_row(engine), usage_row(engine, "b")
         assert b_row[1] != group[0]  # b planned under the marker before its join
-        for _ in range(2):  # b plans again, for the moved marker; then it is steady
+        # b plans again, for the moved marker; then, as it waits for room (its answer asks
+        # it to report early), at each report: it reads the group's row, and stores nothing.
+        for _ in range(2):
             clock.now += INTERVAL_S / 8
-            assert allocated(fleet.report("b", server)) == pytest.approx(probe)
+            with statements(state_of(servers[server]).engine, "FROM quota_groups") as seen:
+                answer = fleet.report("b", server)
+            assert allocated(answer) == pytest.approx(probe)
+            assert answer["reportIntervalMs"] < INTERVAL_S * 1000
+            assert len([s for s in seen if "quota_groups.levels" in s]) == 1
             assert group_row(engine) == group
             assert usage_row(engine, "b") == b_row
         # Once a has applied its fall and said so, b rises into the room at its next report.
