@@ -337,11 +337,11 @@ class UsageRepository:
 
     def move_markers(self, groups: Iterable[str], now: datetime) -> None:
         """Give the groups new markers: their reporters plan them again at their next report."""
-        self._markers_move()
         # Sorted: concurrent reports lock markers in one order, so never wait on each other.
         names = sorted(set(groups))
         if not names:
             return
+        self._markers_move()
         self._forget_groups(names)
         if self.sql.postgresql:
             markers = _Array(new_tokens(len(names)))
@@ -397,10 +397,10 @@ class UsageRepository:
         """Store each (group, summary JSON, sums in force, whether to wake it), in one
         statement, giving those among ``moving`` new markers too (as `move_markers` does);
         returns those."""
-        self._markers_move()
         moved = {group for group, *_ in groups if group in moving}
         if not groups:
             return moved
+        self._markers_move()
         if self.sql.postgresql:
             return self._store_groups(self.sql.save_groups_arrays, groups, moved, now, {})
         rows = []
@@ -471,6 +471,8 @@ class UsageRepository:
 
     def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
         """Take allocations out of their groups' sums in force: rows that left the groups."""
+        if not taken:
+            return
         self._markers_move()
         self._forget_groups(taken)
         rows = []
@@ -490,10 +492,12 @@ class UsageRepository:
         names = sorted(set(groups) - (self.shared.locked if self.shared is not None else set()))
         if not names:
             return
-        self._markers_move()  # a group without a row gets one, with a new marker
         if self.sql.postgresql:
-            self._run(self.sql.lock_groups, {"groups": names, "now": now})
+            # The groups given rows, with new markers (the others were there already).
+            if self._run(self.sql.lock_groups, {"groups": names, "now": now}).all():
+                self._markers_move()
         else:
+            self._markers_move()  # a group without a row gets one, with a new marker
             self._run(self.sql.lock_groups, {"groups": json.dumps(names), "now": now})
         if self.shared is not None:
             self.shared.locked.update(names)

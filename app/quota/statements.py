@@ -350,7 +350,8 @@ class Statements:
             "INSERT INTO quota_groups (name, marker, changed_at) "
             "SELECT g, floor(random() * 9.2e18)::bigint, :now "
             "FROM unnest(CAST(:groups AS VARCHAR[])) AS g ORDER BY g "
-            "ON CONFLICT (name) DO UPDATE SET marker = quota_groups.marker WHERE false"
+            "ON CONFLICT (name) DO UPDATE SET marker = quota_groups.marker WHERE false "
+            "RETURNING name"
         )
 
     @staticmethod

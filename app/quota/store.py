@@ -357,8 +357,6 @@ def submit(
         # 3. Settle.
         _settle(entries, state.plans, replanned)
         state.releasing = any(plan.counted for plan in state.plans.values())
-        # Markers it moves are news to the process's shared look at them, once committed.
-        after_commit(session, cache.forget_markers)
 
     # 4. Write.
     if accepted:
@@ -373,6 +371,9 @@ def submit(
                 else rows[entry.key]
                 for entry in entries
             }
+        if queries.moved:
+            # Markers it moved are news to the process's shared looks at them, once committed.
+            after_commit(session, cache.forget_markers)
     # 5. Answer. When steady, nothing an answer comes from changed (groups, plans,
     # namespaces): the last one holds.
     answered = repeated if steady and repeated is not None else _answer(state, entries, generation)

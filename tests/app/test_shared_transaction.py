@@ -129,6 +129,27 @@ class TestOneTransactionsReports:
         assert [name for name, _ in found] == ["late"]
         assert made is not None and not made.complete
 
+    def test_only_what_may_move_a_marker_counts_as_moving_one(
+        self, app: FastAPI, engine: Engine
+    ) -> None:
+        # A steady report writes nothing of its groups: the process's shared looks at the
+        # markers still serve the transaction's later reports.
+        now = datetime.now(UTC)
+        with transaction(app) as session:
+            UsageRepository.of(session).lock(["g1"], now)  # g1 gets its row
+            session.commit()
+        with transaction(app) as session:
+            queries = UsageRepository.of(session)
+            queries.write("r", now, [], [], set(), None)  # what a steady report writes
+            queries.take_in_force({})
+            queries.move_markers([], now)
+            queries.lock(["g1"], now)
+            # SQLite's lock makes a missing row without saying whether it did.
+            assert queries.moved is (engine.dialect.name != "postgresql")
+            queries.lock(["g2"], now)  # a new group's row, with a new marker
+            assert queries.moved
+            session.rollback()
+
     def test_groups_are_locked_once_per_transaction(self, app: FastAPI, engine: Engine) -> None:
         with transaction(app) as session, statements(engine, "INSERT INTO quota_groups") as seen:
             now = datetime.now(UTC)
