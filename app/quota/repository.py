@@ -305,7 +305,7 @@ class UsageRepository:
         that reports that looked a moment earlier or have more groups find their answer in it.
         """
         own = self.shared
-        for look in (own.changed if own is not None else None, None if self._moved() else shared):
+        for look in (own.changed if own is not None else None, None if self.moved else shared):
             if look is not None and (found := look.after(since, limit)) is not None:
                 return found, None
         look_since, most = since - SHARED_LOOK_BACK, limit + SHARED_LOOK_EXTRA
@@ -326,7 +326,9 @@ class UsageRepository:
             found = [(name, marker) for name, marker, _ in rows]
         return found, made
 
-    def _moved(self) -> bool:
+    @property
+    def moved(self) -> bool:
+        """Whether this transaction may have moved markers."""
         return self.shared is not None and self.shared.moved
 
     def _markers_move(self) -> None:
@@ -373,11 +375,6 @@ class UsageRepository:
     def markers(self, groups: Sequence[str]) -> dict[str, int]:
         """Each group's marker now; a group that has no row is left out."""
         return dict(self._run(self.sql.markers, {"groups": list(groups)}).all())
-
-    @property
-    def moved(self) -> bool:
-        """Whether this transaction may have moved markers."""
-        return self._moved()
 
     def wakes(self, groups: Sequence[str]) -> dict[str, int]:
         """Each group's wake (`app.quota.leases`); a group that has no row is left out."""

@@ -171,11 +171,11 @@ class Statements:
                 **{column.key: bindparam(f"set_{column.key}") for column in _IN_FORCE},
             )
         )
-        #: (name, wake) of the groups given
         #: (name, marker) of the groups given
         self.markers = select(QuotaGroup.name, QuotaGroup.marker).where(
             self._among(QuotaGroup.name, "groups")
         )
+        #: (name, wake) of the groups given
         self.wakes = select(QuotaGroup.name, QuotaGroup.wake).where(
             self._among(QuotaGroup.name, "groups")
         )
