@@ -6,8 +6,9 @@ namespace's grants. In a steady state that is a few small statements whatever th
 size: the process remembers the rest (`app.quota.cache` says what, and how it knows it still
 holds), and only what changed is read, planned or written.
 
-What the allocator reads for a group are the stored rows of its live reporters (whose lease,
-and the grace after it, has not run out), as does the usage history. A row is rewritten
+What the allocator reads for a group are the stored rows counted in it (last written in it,
+as its sums in force count them) of its live reporters (whose lease, and the grace after it,
+has not run out), as does the usage history. A row is rewritten
 when a figure moved by 5% or more (the allocator then sees the new figures) or when its
 allocation changed; otherwise it holds what every plan saw, however long ago it was
 written, and a steady report writes only its reporter's lease. Whenever an input changes
@@ -99,7 +100,7 @@ from app.quota.figures import (
     reported_figures,
 )
 from app.quota.leases import full_look_s, lease_s, lease_until
-from app.quota.levels import SUMMARY_SHARE, DimensionSummary, GroupSummary, Previous
+from app.quota.levels import DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Claim, Saved, UsageRepository, Written
 from app.quota.schemas import (
@@ -583,12 +584,7 @@ def _plan(
     counted: dict[str, tuple[float, ...]] = {}
     unsummarized = [group for group in stale if group not in summaries]
     if unsummarized:
-        # A group summarized from many rows is read by a plan made for it as it is now; a
-        # few rows, any plan reads quickly (`UsageRepository.peers`).
-        plan_now = any(_units(previous.get(group)) * SUMMARY_SHARE > 1 for group in unsummarized)
-        for group, reporter, key, figures in queries.peers(
-            reporter_id, unsummarized, now, plan_now=plan_now
-        ):
+        for group, reporter, key, figures in queries.peers(reporter_id, unsummarized, now):
             peers[group].append((reporter, key, figures))
         counted = queries.in_force(unsummarized)
     plan_ids = iter(new_tokens(len(stale)))
@@ -696,13 +692,6 @@ def _plan(
         if stats is not None:
             stats.record(group, *_totals(summary, in_force))
     return set(stale) - unchanged
-
-
-def _units(previous: Previous | None) -> int:
-    """The rows a group's last summary was made from (0 for a group never summarized)."""
-    if previous is None:
-        return 0
-    return max((levels.reporters for levels in previous[1] if levels is not None), default=0)
 
 
 def _in_force_in(entry: _Entry, group: str) -> Rates:
