@@ -87,13 +87,12 @@ FIELD_OF = {
 def _live_usage(now: datetime, *columns: Any) -> Select[Any]:
     """``columns`` of the rows the allocator reads: live reporters' (a row holds its
     reporter's figures until they move, however long ago it was written: a steady or paced
-    reporter's for minutes)."""
-    return (
-        select(*columns)
-        .select_from(QuotaUsage)
-        .join(QuotaReporter, QuotaReporter.reporter_id == QuotaUsage.reporter_id)
-        .where(QuotaReporter.lease_until > now)
-    )
+    reporter's for minutes). Those of reporters gone are left out by a NOT IN, whose few
+    names PostgreSQL hashes once: joined with the reporters instead, it planned from the
+    tables' statistics, which a starting fleet outgrows within a minute, and read every live
+    reporter's rows for every sample (0.8 s each with 40 brokers of 5,000 namespaces)."""
+    gone = select(QuotaReporter.reporter_id).where(QuotaReporter.lease_until <= now)
+    return select(*columns).select_from(QuotaUsage).where(QuotaUsage.reporter_id.not_in(gone))
 
 
 def _sums(at: datetime, groups: Any) -> Any:

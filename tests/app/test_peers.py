@@ -96,7 +96,9 @@ def test_the_peers_read_only_their_groups_rows_whatever_the_statistics(
 
 def _rows_read(session: Session, statement: Any, parameters: dict[str, Any]) -> int:
     """The rows the statement's plan scans (those its filters drop included), run."""
-    compiled = statement.compile(dialect=session.get_bind().dialect)
+    compiled = statement.compile(
+        dialect=session.get_bind().dialect, compile_kwargs={"render_postcompile": True}
+    )
     sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + str(compiled)
     (plan,) = session.connection().exec_driver_sql(sql, {**compiled.params, **parameters}).one()
     return _scanned(plan[0]["Plan"])
