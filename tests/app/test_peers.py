@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
-
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -15,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.quota.repository import UsageRepository
 from app.state import state_of
+from tests.app.plans import rows_read
 from tests.factories import create_group, create_namespace, create_tenant
 
 GROUPS = 40
@@ -88,26 +87,7 @@ def test_the_peers_read_only_their_groups_rows_whatever_the_statistics(
     peers = queries.peers("r0", groups, NOW)
     assert len(peers) == 2 * (REPORTERS - 1 - len(GONE)) - 1  # r1's row of t/n3 is in g7
     reporters = sorted({f"r{reporter}" for reporter in range(1, REPORTERS)})
-    read = _rows_read(session, queries.sql.peers, {"reporter_id": "r0", "groups": groups})
-    read += _rows_read(session, queries.sql.alive, {"reporters": reporters, "now": NOW})
+    read = rows_read(session, queries.sql.peers, {"reporter_id": "r0", "groups": groups})
+    read += rows_read(session, queries.sql.alive, {"reporters": reporters, "now": NOW})
     # Each of the groups' rows, and each of their reporters, once.
     assert read <= 2 * len(peers) + 2 * len(reporters)
-
-
-def _rows_read(session: Session, statement: Any, parameters: dict[str, Any]) -> int:
-    """The rows the statement's plan scans (those its filters drop included), run."""
-    compiled = statement.compile(
-        dialect=session.get_bind().dialect, compile_kwargs={"render_postcompile": True}
-    )
-    sql = "EXPLAIN (ANALYZE, FORMAT JSON) " + str(compiled)
-    (plan,) = session.connection().exec_driver_sql(sql, {**compiled.params, **parameters}).one()
-    return _scanned(plan[0]["Plan"])
-
-
-def _scanned(node: dict[str, Any]) -> int:
-    rows = 0
-    # A bitmap index scan's rows are its heap scan's: counted there.
-    if "Scan" in node["Node Type"] and node["Node Type"] != "Bitmap Index Scan":
-        kept = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
-        rows += kept * node["Actual Loops"]
-    return rows + sum(_scanned(child) for child in node.get("Plans", ()))
