@@ -27,7 +27,7 @@ from app.quota.statements import (
     new_tokens,
     statements_for,
 )
-from app.quota.types import Figures, NamespaceKey
+from app.quota.types import ALLOCATIONS, Figures, NamespaceKey
 
 __all__ = ["Claim", "Claimed", "GroupRow", "Peer", "Saved", "UsageRepository", "Written"]
 
@@ -220,10 +220,11 @@ class UsageRepository:
             row[0]: tuple(row[1:])
             for row in self._run(self.sql.allocations_of_reporters, parameters)
         }
-        # Reporters before groups, the order a report locks them in.
+        # Reporters before groups (in name order, by their new markers), the order a report
+        # locks them in.
         self._run(self.sql.forget_reporters, parameters)  # their rows go by cascade
-        self.take_in_force(leaving)
         self.move_markers(leaving, now)
+        self.take_in_force(leaving)
 
     def forget_deleted_groups(self) -> None:
         self._markers_move()
@@ -379,14 +380,6 @@ class UsageRepository:
         """Each group's wake (`app.quota.leases`); a group that has no row is left out."""
         return dict(self._run(self.sql.wakes, {"groups": list(groups)}).all())
 
-    def in_force(self, groups: list[str]) -> dict[str, tuple[float, ...]]:
-        """The sums of the allocations of every row counted in each group, whatever their
-        reporters' state: rows leave their groups' sums only when they go."""
-        return {
-            row[0]: tuple(value or 0.0 for value in row[1:])
-            for row in self._run(self.sql.in_force, {"groups": groups}).all()
-        }
-
     def save_groups(
         self, groups: Sequence[Saved], moving: Collection[str], now: datetime
     ) -> set[str]:
@@ -466,11 +459,19 @@ class UsageRepository:
             self.shared.groups.pop(group, None)
 
     def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
-        """Take allocations out of their groups' sums in force: rows that left the groups."""
+        """Take allocations out of their groups' sums in force: rows that left the groups,
+        which this transaction holds (`lock`, `move_markers`)."""
         if not taken:
             return
         self._markers_move()
         self._forget_groups(taken)
+        if self.sql.postgresql:
+            names = list(taken)
+            arrays: dict[str, Any] = {"group_names": _Array(names)}
+            for index, name in enumerate(self.sql.take_in_force_names):
+                arrays[name] = _Array([taken[group][index] or 0.0 for group in names])
+            self._run(self.sql.take_in_force_arrays, arrays)
+            return
         rows = []
         for group in sorted(taken):  # in the order reports lock groups
             parameters: dict[str, Any] = {"group_name": group}
@@ -498,9 +499,13 @@ class UsageRepository:
         if self.shared is not None:
             self.shared.locked.update(names)
 
-    def peers(self, reporter_id: str, groups: list[str], now: datetime) -> list[Peer]:
+    def peers(
+        self, reporter_id: str, groups: list[str], now: datetime
+    ) -> tuple[list[Peer], dict[str, list[float]]]:
         """The other live reporters' rows counted in the groups (those last written in
-        them), as the sums in force count them.
+        them), as the sums in force count them; and per group, the sums of the allocations
+        of every other reporter's row counted in it, alive or not (what the group's sums
+        in force count of them).
 
         Two reads, each of one table by one of its keys: the rows counted in the groups,
         then which of their reporters are alive. As one join, PostgreSQL planned it from
@@ -512,10 +517,19 @@ class UsageRepository:
         reporters gone that the first reads are left out here."""
         rows = self._run(self.sql.peers, {"reporter_id": reporter_id, "groups": groups}).all()
         if not rows:
-            return []
+            return [], {}
+        sums: dict[str, list[float]] = {}
+        for row in rows:
+            group = row[0]
+            summed = sums.get(group)
+            if summed is None:
+                summed = sums[group] = [0.0] * len(ALLOCATIONS)
+            for index, at in enumerate(ALLOCATIONS):
+                summed[index] += row[4 + at] or 0.0
         reporters = list({row[1] for row in rows})
         alive = set(self._run(self.sql.alive, {"reporters": reporters, "now": now}).scalars())
-        return [(row[0], row[1], (row[2], row[3]), row[4:]) for row in rows if row[1] in alive]
+        live = [(row[0], row[1], (row[2], row[3]), row[4:]) for row in rows if row[1] in alive]
+        return live, sums
 
 
 def _upserted(reporter_id: str, now: datetime, rows: Sequence[Written]) -> dict[str, Any]:

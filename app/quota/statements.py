@@ -310,12 +310,7 @@ class Statements:
             self.save_groups_arrays = text(self._save_groups_arrays())
             self.write_arrays = text(self._write_arrays())
             self.move_markers_arrays = self._move_markers_arrays()
-        #: (group, *sum of allocations per dimension) of the rows counted in the groups given
-        self.in_force = (
-            select(QuotaUsage.resource_group, *[func.sum(column) for column in _ALLOCATIONS])
-            .where(self._among(QuotaUsage.resource_group, "groups"))
-            .group_by(QuotaUsage.resource_group)
-        )
+            self.take_in_force_arrays = text(self._take_in_force_arrays())
         #: (group, *sum of allocations per dimension) of the given reporters' rows, per group
         self.allocations_of_reporters = (
             select(QuotaUsage.resource_group, *[func.sum(column) for column in _ALLOCATIONS])
@@ -390,6 +385,26 @@ class Statements:
         return (
             f"WITH written AS ({cls._upsert_arrays()}), saved AS ({cls._save_groups_arrays()}) "
             "UPDATE quota_reporters SET rows_token = :token WHERE reporter_id = :reporter_id"
+        )
+
+    @staticmethod
+    def _take_in_force_arrays() -> str:
+        """`take_in_force`, of all the groups in one statement (groups locked already)."""
+        in_force = [column.key for column in _IN_FORCE]
+        arrays = ", ".join(f"CAST(:take_{column} AS DOUBLE PRECISION[])" for column in in_force)
+        leaving = " OR ".join(
+            f"(g.{column} > 0 AND t.{column} >= {LEAVE_WAKE!r} * g.{column})" for column in in_force
+        )
+        return (
+            f"UPDATE quota_groups AS g SET wake = CASE WHEN {leaving} THEN g.wake + 1 "
+            "ELSE g.wake END, "
+            + ", ".join(
+                f"{column} = CASE WHEN g.{column} > t.{column} THEN g.{column} - t.{column} "
+                "ELSE 0.0 END"
+                for column in in_force
+            )
+            + f" FROM unnest(CAST(:group_names AS VARCHAR[]), {arrays}) "
+            f"AS t(name, {', '.join(in_force)}) WHERE g.name = t.name"
         )
 
     @staticmethod

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -348,6 +348,7 @@ def submit(
             queries,
             state.plans,
             reporter_id,
+            rows,
             groups,
             markers,
             moment,
@@ -532,6 +533,7 @@ def _plan(
     queries: UsageRepository,
     plans: dict[str, Plan],
     reporter_id: str,
+    own: Mapping[NamespaceKey, Row],
     groups: dict[str, list[_Entry]],
     markers: dict[str, int],
     now: datetime,
@@ -541,7 +543,8 @@ def _plan(
     paced: bool,
 ) -> set[str]:
     """Plan again each group whose inputs changed since the reporter's last plan of it
-    (``markers`` holds those whose marker moved); returns those groups.
+    (``markers`` holds those whose marker moved; ``own`` are the reporter's rows as stored);
+    returns those groups.
 
     A group's grants come from its summary (`app.quota.levels`), made anew from every
     reporter's row when it no longer holds, and from its sums in force, which each grant
@@ -581,12 +584,20 @@ def _plan(
             if kept is not None:
                 summaries[group] = kept
     peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
-    counted: dict[str, tuple[float, ...]] = {}
+    counted: dict[str, list[float]] = {}
     unsummarized = [group for group in stale if group not in summaries]
     if unsummarized:
-        for group, reporter, key, figures in queries.peers(reporter_id, unsummarized, now):
+        live, counted = queries.peers(reporter_id, unsummarized, now)
+        for group, reporter, key, figures in live:
             peers[group].append((reporter, key, figures))
-        counted = queries.in_force(unsummarized)
+        # The sums in force count every row in the group: the others', and the reporter's
+        # own as stored (those it no longer reports included, until `_write` drops them).
+        among = set(unsummarized)
+        for mine in own.values():
+            if mine.group in among:
+                summed = counted.setdefault(mine.group, [0.0] * len(DIMENSIONS))
+                for index, at in enumerate(ALLOCATIONS):
+                    summed[index] += mine.figures[at] or 0.0
     plan_ids = iter(new_tokens(len(stale)))
     unchanged: set[str] = set()
     for group in stale:
@@ -610,7 +621,7 @@ def _plan(
             summary, woken = _summarize(
                 markers.get(group, 0), quotas, peers[group], entries, namespaces, before
             ).wake_after(previous.get(group))
-            in_force = list(counted.get(group, (0.0,) * len(DIMENSIONS)))
+            in_force = counted.get(group) or [0.0] * len(DIMENSIONS)
         else:
             in_force = list(found.in_force)
             summary = summary.updated(

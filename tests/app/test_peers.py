@@ -1,5 +1,6 @@
-"""A group's peers: the other live reporters' rows counted in it, read in two reads that
-each read only what they are asked for, whatever the tables' statistics say."""
+"""A group's peers: the other live reporters' rows counted in it, and the sums of the
+allocations of all the others' rows counted in it, read in two reads that each read only
+what they are asked for, whatever the tables' statistics say."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def test_the_peers_are_the_other_live_reporters_rows_counted_in_the_groups(
 ) -> None:
     queries = UsageRepository.of(session)
     _fill(queries)
-    peers = queries.peers("r0", ["g3", "g7"], NOW)
+    peers, sums = queries.peers("r0", ["g3", "g7"], NOW)
     expected = {
         (f"g{group}", f"r{reporter}", ("t", f"n{group}"), _figures(reporter, group))
         for reporter in range(1, REPORTERS)
@@ -70,7 +71,10 @@ def test_the_peers_are_the_other_live_reporters_rows_counted_in_the_groups(
     assert {(group, reporter, key, tuple(figures)) for group, reporter, key, figures in peers} == (
         expected
     )
-    assert queries.peers("r0", ["nobody's"], NOW) == []
+    # Every other reporter's allocations counted in the group, of those gone too: r1's row
+    # of t/n3 in g7 rather than g3.
+    assert sums == {"g3": [REPORTERS - 2.0] * 4, "g7": [float(REPORTERS)] * 4}
+    assert queries.peers("r0", ["nobody's"], NOW) == ([], {})
 
 
 def test_the_peers_read_only_their_groups_rows_whatever_the_statistics(
@@ -85,7 +89,7 @@ def test_the_peers_read_only_their_groups_rows_whatever_the_statistics(
     queries = UsageRepository.of(session)
     _fill(queries)
     groups = ["g3", "g5"]
-    peers = queries.peers("r0", groups, NOW)
+    peers, _ = queries.peers("r0", groups, NOW)
     assert len(peers) == 2 * (REPORTERS - 1 - len(GONE)) - 1  # r1's row of t/n3 is in g7
     reporters = sorted({f"r{reporter}" for reporter in range(1, REPORTERS)})
     read = rows_read(session, queries.sql.peers, {"reporter_id": "r0", "groups": groups})
