@@ -5,7 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
+
+from tests.factories import create_group, create_namespace, create_tenant
+
+
+def groups_of_a_namespace(client: TestClient, groups: int) -> None:
+    """Groups ``g<j>`` (1,000 msgs/s), each of namespace ``t/n<j>``, for ``j < groups``."""
+    create_tenant(client, "t")
+    for group in range(groups):
+        create_group(client, f"g{group}", publishRateInMsgs=1000)
+        create_namespace(client, f"t/n{group}", group=f"g{group}")
 
 
 def rows_read(session: Session, statement: Any, parameters: dict[str, Any] | None = None) -> int:

@@ -15,8 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.quota.repository import UsageRepository
 from app.state import state_of
-from tests.app.plans import rows_read
-from tests.factories import create_group, create_namespace, create_tenant
+from tests.app.plans import groups_of_a_namespace, rows_read
 
 GROUPS = 40
 REPORTERS = 30
@@ -33,10 +32,7 @@ def session(app: FastAPI, client: TestClient) -> Iterator[Session]:
     """Every reporter ``r<i>`` has a row in every group ``g<j>`` (namespace ``t/n<j>``),
     except that r1's row of t/n3 is still counted in g7 (it has not reported since its
     namespace moved)."""
-    create_tenant(client, "t")
-    for group in range(GROUPS):
-        create_group(client, f"g{group}", publishRateInMsgs=1000)
-        create_namespace(client, f"t/n{group}", group=f"g{group}")
+    groups_of_a_namespace(client, GROUPS)
     with state_of(app).sessions() as session, session.begin():
         yield session
 

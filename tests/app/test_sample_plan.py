@@ -17,8 +17,7 @@ from app.models import QuotaGroup
 from app.quota import history
 from app.quota.repository import UsageRepository
 from app.state import state_of
-from tests.app.plans import rows_passed
-from tests.factories import create_group, create_namespace, create_tenant
+from tests.app.plans import groups_of_a_namespace, rows_passed
 
 GROUPS = 100
 REPORTERS = 10
@@ -30,10 +29,7 @@ def session(app: FastAPI, client: TestClient) -> Iterator[Session]:
     """Every reporter ``r<i>`` has a row in every group ``g<j>`` (namespace ``t/n<j>``)."""
     if state_of(app).settings.database_url.startswith("sqlite"):
         pytest.skip("SQLite's planner reads no statistics")
-    create_tenant(client, "t")
-    for group in range(GROUPS):
-        create_group(client, f"g{group}", publishRateInMsgs=1000)
-        create_namespace(client, f"t/n{group}", group=f"g{group}")
+    groups_of_a_namespace(client, GROUPS)
     with state_of(app).sessions() as session, session.begin():
         yield session
 
