@@ -103,7 +103,7 @@ def _sums(at: datetime, groups: Any) -> Any:
     with an aggregate of the rows: PostgreSQL estimates the groups changed since the last
     sample from statistics gathered before it (autovacuum gathers them every minute or so),
     at one row, and had the aggregate made anew for each group in a nested loop (with 40
-    brokers of 5,000 namespaces a sample ran for minutes, and took four times the database
+    brokers of 5,000 namespaces a sample ran for minutes, and took several times the database
     CPU of the reports). Whatever it estimates, this reads each group's rows once: by the
     index of their group, or in one hash join."""
     rows = QuotaUsage.__table__.alias("usage")
