@@ -595,9 +595,7 @@ def _plan(
         among = set(unsummarized)
         for mine in own.values():
             if mine.group in among:
-                summed = counted.setdefault(mine.group, [0.0] * len(DIMENSIONS))
-                for index, at in enumerate(ALLOCATIONS):
-                    summed[index] += mine.figures[at] or 0.0
+                _count_allocations(counted, mine)
     plan_ids = iter(new_tokens(len(stale)))
     unchanged: set[str] = set()
     for group in stale:
@@ -841,12 +839,12 @@ def _write(
     # sums in force; each report adds what its own grants change (`_plan`).
     left: dict[str, list[float]] = {}
     for _, stored in dropped:
-        _leave(left, stored)
+        _count_allocations(left, stored)
         if stored.group is not None:
             changed.add(stored.group)
     for entry in entries:
         if entry.row is not None and entry.row.group != entry.effective.group:
-            _leave(left, entry.row)
+            _count_allocations(left, entry.row)
         if not entry.write:
             continue
         group = entry.effective.group
@@ -889,12 +887,13 @@ def _rose(entry: _Entry) -> bool:
     return True
 
 
-def _leave(left: dict[str, list[float]], row: Row) -> None:
+def _count_allocations(sums: dict[str, list[float]], row: Row) -> None:
+    """Add the row's allocations to its group's sums (per dimension)."""
     if row.group is None:
         return
-    taken = left.setdefault(row.group, [0.0] * len(DIMENSIONS))
+    summed = sums.setdefault(row.group, [0.0] * len(DIMENSIONS))
     for index, at in enumerate(ALLOCATIONS):
-        taken[index] += row.figures[at] or 0.0
+        summed[index] += row.figures[at] or 0.0
 
 
 def _by_dimension(rates: Rates) -> dict[str, float]:
