@@ -27,6 +27,16 @@ folder, with the server's default report interval unless ``--report-interval`` s
   that load drifting on a shared machine cancels within each pair; the fastest rounds and the
   rows per CPU second (the JVM's process tree, which holds the Python workers, plus the
   server) are compared too. Bar: at least 0.95.
+- ``reporting``: what a job of short tasks costs the server in reports. Spark starts a task
+  per partition, and each announces its kind to rgspark; a throttled worker's demand is
+  measured over the short times it is not held back. The job (run first, so that no other
+  client's reporters are about) sends ``--seconds`` worth of rows through ``throttle`` in
+  a group of its own that allows ``--rate`` msgs/s, in partitions of about `SHORT_TASK_S` each per worker. The figure is the
+  reports the server answered per worker (``--cores`` Python workers, reused from task to
+  task) per lease (the server's default, 8 s), over the job but its first `SETTLE_S`, when
+  the workers join and settle (the whole job when it is shorter). Bar: at most
+  `REPORTS_PER_LEASE_BAR`: a steady worker reports once a lease, and its shares' wakes
+  and settling add some.
 
 ``--quick`` shrinks everything for a smoke test: its accuracy window is too short for the bar,
 and a job too short to have a steady part is timed over its whole flow (``steady_part``:
@@ -45,6 +55,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -54,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from app.auth import create_token, generate_secret_key
+from app.config import Settings
 from benchmarks._servers import (
     HOST,
     Server,
@@ -70,6 +82,10 @@ if TYPE_CHECKING:
     from rgspark import ResourceGroupClient
 
 ACCURACY_BAR = 0.05
+REPORTS_PER_LEASE_BAR = 2.0
+SHORT_TASK_S = 0.5  # of a worker's share of the rate: a short task's rows
+SETTLE_S = 5.0  # of a reporting job: its workers join and settle
+REPORTS_ROUTE = 'method="POST",route="/quota/v1/reporters/{reporterId}/reports"'
 OVERHEAD_BAR = 0.95
 MIN_WINDOW_S = 15.0
 # Left out after the last task's first rows: startup and first allocations (a quarter of
@@ -257,6 +273,54 @@ def accuracy(
     }
 
 
+def reports_answered(setup: Setup) -> float:
+    """The reports the server has answered so far (its request counter)."""
+    text = setup.admin.get("/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("rg_http_requests_total{") and REPORTS_ROUTE in line
+    )
+
+
+def reporting(
+    spark: SparkSession, setup: Setup, namespace: str, rate: float, seconds: float, cores: int
+) -> dict[str, Any]:
+    from rgspark import throttle
+
+    client = setup.client(namespace)
+    run(throttle(spark.range(50 * cores, numPartitions=cores), client, "publish"))  # warm-up
+    partitions = max(cores, round(seconds / SHORT_TASK_S) * cores)
+    df = spark.range(round(rate * seconds), numPartitions=partitions)
+    settled: list[tuple[float, float]] = []
+    timer = threading.Timer(
+        SETTLE_S, lambda: settled.append((time.perf_counter(), reports_answered(setup)))
+    )
+    started, before = time.perf_counter(), reports_answered(setup)
+    timer.start()
+    run(throttle(df, client, "publish"))
+    timer.cancel()
+    ended, after = time.perf_counter(), reports_answered(setup)
+    timer.join()
+    steady = bool(settled) and settled[0][0] < ended
+    since, counted = settled[0] if steady else (started, before)
+    lease_s = Settings().report_lease_seconds
+    per_lease = (after - counted) / cores / (ended - since) * lease_s
+    return {
+        "partitions": partitions,
+        "workers": cores,
+        "task_s": round((ended - started) * cores / partitions, 2),
+        "window_s": round(ended - since, 2),
+        "steady_part": steady,
+        "reports": round(after - before),
+        "reports_in_window": round(after - counted),
+        "lease_s": lease_s,
+        "reports_per_worker_lease": round(per_lease, 2),
+        "bar": REPORTS_PER_LEASE_BAR,
+        "meets_bar": per_lease <= REPORTS_PER_LEASE_BAR,
+    }
+
+
 def overhead(
     spark: SparkSession,
     client: ResourceGroupClient,
@@ -382,6 +446,8 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     with admin_server(workdir, args.report_interval) as setup:
         setup.put_group("msgs", publishRateInMsgs=args.rate)
         setup.namespace("msgs", "msgs")
+        setup.put_group("short", publishRateInMsgs=args.rate)
+        setup.namespace("short", "short")
         setup.put_group("open")  # no rate set: nothing limited
         setup.namespace("open", "open")
         # Small batches and buffers, so that rows are timed as they leave `throttle`.
@@ -390,6 +456,7 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "spark.buffer.size": "1024",
         }
         with spark_session(cores, timing) as spark:
+            reports = reporting(spark, setup, "short", args.rate, seconds, cores)
             msgs_df = spark.range(round(args.rate * seconds), numPartitions=cores)
             msgs = accuracy(spark, setup, "msgs", msgs_df, args.rate, "msgs/s", workdir, head_s)
             bytes_df = spark.range(round(args.rate * seconds), numPartitions=cores).selectExpr(
@@ -414,13 +481,24 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     meets = {
         "accuracy": all(r["within_bar"] and r["long_enough"] for r in (msgs, nbytes)),
         "overhead": cost["meets_bar"],
+        "reporting": reports["meets_bar"],
     }
     return {
         "benchmark": "spark_throttle",
         "accuracy": {"msgs": msgs, "bytes": nbytes, "bar": ACCURACY_BAR},
         "overhead": cost,
+        "reporting": reports,
         "meets_bars": meets,
         "method": {
+            "reporting": (
+                f"A group of its own at --rate msgs/s; --seconds of rows in partitions of about "
+                f"{SHORT_TASK_S:g} s per worker, through throttle(df, client, 'publish'), after "
+                "one small warm-up job with the same client. Reports answered: the server's "
+                "rg_http_requests_total for POST .../reports, read "
+                f"{SETTLE_S:g} s into the job and at its end. Figure: those reports per worker "
+                f"per lease ({Settings().report_lease_seconds:g} s). Bar: <= "
+                f"{REPORTS_PER_LEASE_BAR:g}."
+            ),
             "accuracy": (
                 "Each job runs through throttle(df, client, 'publish') then an identity "
                 "mapInArrow that logs (time, rows) per Arrow batch; maxRecordsPerBatch=100 and "

@@ -119,8 +119,9 @@ class LastAnswer(NamedTuple):
     early: bool
     held: array[float]
     """What makes the next report steady: per namespace in `refs`, per dimension, the
-    range of usage (per second) and then of demand that its stored row holds, as
-    ``low, high, low, high``; NaN where no row is stored (nothing is then in range)."""
+    range of usage (per second) and then of demand that its stored row holds
+    (`app.quota.figures.held_ranges`), as ``low, high, low, high``; NaN where no row is
+    stored (nothing is then in range)."""
 
 
 @dataclass(frozen=True, slots=True)

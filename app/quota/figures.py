@@ -5,6 +5,16 @@ A figure is recorded anew only when it `moved` out of its `held_range` (5%: the 
 carries, so the checks here are written for speed: a steady report of thousands of
 namespaces is checked against ranges kept in one flat array (`held_ranges`, `held_still`),
 a namespace whose row is at hand against the row (`moved_since`).
+
+A demand is held more widely where the reporter's fair share, as last planned, says it
+changes no grant (`demand_range`): above that share, which is then the level of the
+reporter's namespace in its group (the allocator gives ``min(demand, level)``), and in a
+dimension its group does not limit. A throttled worker's demand is what it used over the
+time it was not held back: a short, noisy time, so that its demand (and the bytes demand of
+a worker held back by its msgs rate) moves by more than 5% at nearly every report. Recorded,
+each move made the report unsteady (its next came an interval on, not a lease) and moved
+its group's marker, so that every other worker planned the group again. Such demands are
+shown in the metrics as they were last recorded.
 """
 
 from __future__ import annotations
@@ -17,11 +27,12 @@ from typing import cast
 from app.quota.cache import Row
 from app.quota.schemas import DimensionUsage, NamespaceUsage, UsageReport
 from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
-from rgspark.wire import DIMENSIONS, fell, held_range, moved
+from rgspark.wire import DIMENSIONS, UNKNOWN_DEMAND, fell, held_range, moved
 
 _NOT_SAID: Rates = (None,) * len(DIMENSIONS)
 
 __all__ = [
+    "demand_range",
     "enforced_rates",
     "figures_of",
     "held_ranges",
@@ -66,21 +77,42 @@ def held_still(
     return True
 
 
-def held_ranges(keys: Iterable[NamespaceKey], rows: dict[NamespaceKey, Row]) -> array[float]:
-    """The ranges `held_still` checks a report against."""
+def held_ranges(
+    keys: Iterable[NamespaceKey], rows: dict[NamespaceKey, Row], fair: Iterable[Rates]
+) -> array[float]:
+    """The ranges `held_still` checks a report against; ``fair``, each namespace's fair
+    shares as last planned (`demand_range`)."""
     held = array("d")
-    for key in keys:
+    for key, shares in zip(keys, fair, strict=True):
         row = rows.get(key)
         if row is None:
             held.extend(_NOT_HELD)
             continue
-        for usage_at, demand_at in zip(USAGES, DEMANDS, strict=True):
-            held.extend(held_range(row.figures[usage_at]))
-            held.extend(held_range(row.figures[demand_at]))
+        figures = row.figures
+        for usage_at, demand_at, share in zip(USAGES, DEMANDS, shares, strict=True):
+            held.extend(held_range(figures[usage_at]))
+            held.extend(demand_range(figures[demand_at], share))
     return held
 
 
 _NOT_HELD = array("d", [math.nan] * 4 * len(DIMENSIONS))
+_ANY = (-math.inf, math.inf)
+
+
+def demand_range(demand: float, share: float | None) -> tuple[float, float]:
+    """The demands held as ``demand`` (stored) for a reporter whose fair share in the
+    dimension was last planned at ``share`` (None: its group does not limit it): any, where
+    unlimited; any from the share up, where the stored demand is above it (and known), as
+    both give the reporter its share; else `held_range`.
+
+    A share planned before the group's level moved may be out of date. Should the level
+    have risen above the stored demand, the next plan's share is that demand, no longer
+    below it, and the report after it records the demand as it is: one report late."""
+    if share is None:
+        return _ANY
+    if share < demand < UNKNOWN_DEMAND:
+        return share, math.inf
+    return held_range(demand)
 
 
 def reported_figures(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
@@ -97,17 +129,29 @@ def reported_figures(usage: NamespaceUsage, covered_s: float, stored: Figures | 
     return tuple(figures)
 
 
-def moved_since(stored: Figures, usage: NamespaceUsage, covered_s: float) -> bool:
+def moved_since(
+    stored: Figures, usage: NamespaceUsage, covered_s: float, fair: Rates | None = None
+) -> bool:
     """Whether a reported usage or demand moved out of the `held_range` of what is stored
-    (a dimension left out counts as 0)."""
+    (a dimension left out counts as 0); a demand out of its `demand_range`, given the
+    reporter's fair shares as last planned (``fair``; None: not known, `held_range`)."""
     dims = cast(dict[str, DimensionUsage | None], usage)
-    for name, usage_at, demand_at in zip(DIMENSIONS, USAGES, DEMANDS, strict=True):
+    for index, (name, usage_at, demand_at) in enumerate(
+        zip(DIMENSIONS, USAGES, DEMANDS, strict=True)
+    ):
         figures = dims.get(name)
         used, demand = (
             (0.0, 0.0) if figures is None else (figures["used"] / covered_s, figures["demand"])
         )
-        if moved(stored[usage_at], used) or moved(stored[demand_at], demand):
+        if moved(stored[usage_at], used):
             return True
+        if fair is None:
+            if moved(stored[demand_at], demand):
+                return True
+        else:
+            low, high = demand_range(stored[demand_at], fair[index])
+            if not low <= demand <= high:
+                return True
     return False
 
 

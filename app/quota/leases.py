@@ -4,8 +4,10 @@ Every answer says how long it holds (``leaseMs``). A reporter still settling (it
 changed something, or its grant waits for headroom) holds it one report interval, as
 before. A steady one (nothing it reports moved, its plan stands, nothing waits) holds it
 `Settings.report_lease_seconds` (8 s by default), and reports again only then, so a steady
-fleet costs the server a fraction of its reports. A reporter whose own demand moves, or
-whose task starts, reports at once whatever its lease (rgspark's own rules).
+fleet costs the server a fraction of its reports. A reporter whose own demand moves enough
+to change a grant, or whose task of an idle kind starts, reports at once whatever its lease
+(rgspark's own rules); a demand that moves but changes no grant (`app.quota.figures`)
+leaves a report steady.
 
 A reporter is alive while its lease lasts, plus `GRACE_INTERVALS` report intervals for the
 answer's way back and a retry: then it is gone and its share returns to the others (with a

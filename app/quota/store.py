@@ -329,7 +329,15 @@ def submit(
         )
         refs, effective = looked_up or _look_up(queries, names, cache, generation)
         entries = [
-            _entry(key, ref, effective[key], rows.get(key), report.namespaces[ref], covered_s)
+            _entry(
+                key,
+                ref,
+                effective[key],
+                rows.get(key),
+                report.namespaces[ref],
+                covered_s,
+                _fair(state.plans, effective[key], key),
+            )
             for key, ref in refs.items()
         ]
         dropped = [key for key in rows if key not in refs]
@@ -500,6 +508,17 @@ def _moved_markers(
     return stale, now
 
 
+def _fair(plans: Mapping[str, Plan], effective: Effective, key: NamespaceKey) -> Rates | None:
+    """A namespace's fair shares as its group was last planned, None where its group does
+    not limit a dimension (`app.quota.figures.demand_range`); None if not known."""
+    if effective.group is None or not effective.limited:
+        return _ALL_UNLIMITED
+    plan = plans.get(effective.group)
+    if plan is None or plan.quotas != effective.quotas:
+        return None
+    return plan.fallbacks.get(key)
+
+
 def _entry(
     key: NamespaceKey,
     ref: str,
@@ -507,12 +526,13 @@ def _entry(
     row: Row | None,
     usage: NamespaceUsage,
     covered_s: float,
+    fair: Rates | None,
 ) -> _Entry:
     enforced = enforced_rates(usage)
     if row is None:
         reported = reported_figures(usage, covered_s, None)
         return _Entry(key, ref, effective, row, reported, True, True, None, enforced)
-    if moved_since(row.figures, usage, covered_s):
+    if moved_since(row.figures, usage, covered_s, fair):
         figures, changed = reported_figures(usage, covered_s, row.figures), True
     else:
         # Held: the allocator goes on seeing what it saw. A move to another group changes
@@ -918,20 +938,23 @@ def _answer(
     # Per group limits (by identity: every one is alive until this returns), their JSON.
     limits_json: dict[int, bytes] = {}
     parts: list[bytes] = []
+    fair: list[Rates] = []
     for entry in entries:
         effective = entry.effective
         group = effective.group
         planned = state.plans[group] if group is not None and effective.limited else None
         plan_id = 0
+        fallbacks = _ALL_UNLIMITED
         if planned is not None:
             early = early or planned.early
             plan_id = planned.id
+            fallbacks = planned.fallbacks[entry.key]
+        fair.append(fallbacks)
         known = answers.get(entry.key)
         if known is not None and known.generation == generation and known.plan == plan_id:
             parts.append(known.json)
             continue
         rates = _ALL_UNLIMITED if planned is None else planned.rates[entry.key]
-        fallbacks = _ALL_UNLIMITED if planned is None else planned.fallbacks[entry.key]
         # A `NamespaceAllocation`'s JSON, as pydantic writes it, without the model: its
         # limits' written once per group's limits, its values by pydantic's own writer.
         limits = effective.limits
@@ -952,5 +975,5 @@ def _answer(
         generation,
         b",".join(parts),
         early,
-        held_ranges([entry.key for entry in entries], state.rows),
+        held_ranges([entry.key for entry in entries], state.rows, fair),
     )

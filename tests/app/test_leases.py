@@ -65,6 +65,51 @@ class TestLeases:
         moved = report(servers[0], auth("job"), "a", body(clock, 200))
         assert moved["leaseMs"] == 1000
 
+    def test_a_demand_that_stays_above_its_share_keeps_the_lease(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        # Both want 800 of 1,000 msgs/s: each one's share is 500. The group does not limit
+        # bytes. Each reports to the process that holds its plans.
+        job = auth("job")
+
+        def sent(demand: float, bytes_demand: float = 1000.0) -> Any:
+            payload = body(clock, demand, used=800)
+            payload["namespaces"]["t/ns"]["publishBytes"] = {"used": 1000, "demand": bytes_demand}
+            return payload
+
+        for _ in range(6):
+            clock.now += INTERVAL_S
+            report(servers[0], job, "a", sent(800))
+            report(servers[1], job, "b", sent(800))
+        for demand, bytes_demand in ((1200, 1000.0), (650, 1000.0), (800, 5e6)):
+            clock.now += INTERVAL_S
+            assert report(servers[0], job, "a", sent(demand, bytes_demand))["leaseMs"] == LEASE_MS
+            # Nothing b's share comes from moved: its plan stands.
+            assert report(servers[1], job, "b", sent(800))["leaseMs"] == LEASE_MS
+        # Under its share, a's demand is recorded: it settles again, and so does b.
+        clock.now += INTERVAL_S
+        assert report(servers[0], job, "a", sent(300))["leaseMs"] == 1000
+        assert report(servers[1], job, "b", sent(800))["leaseMs"] == 1000
+
+    def test_a_demand_held_above_its_share_is_recorded_once_the_share_rises(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        job = auth("job")
+        both_want_800(servers, job, clock, rounds=6)  # 500 each
+        clock.now += INTERVAL_S
+        held = report(servers[0], job, "a", body(clock, 1200, used=800))
+        assert held["leaseMs"] == LEASE_MS  # 800 stays recorded: above 500 either way
+        released = TestClient(servers[1]).delete("/quota/v1/reporters/b", headers=job)
+        assert released.status_code == 204
+        # Alone, a's share is the quota: its plan from the 800 recorded gives 800, and the
+        # report after it records 1,200, no longer above its share.
+        shares = []
+        for _ in range(3):
+            clock.now += INTERVAL_S
+            answer = report(servers[0], job, "a", body(clock, 1200, used=800))
+            shares.append(answer["namespaces"]["t/ns"]["fallbackAllocations"]["publishMsgs"])
+        assert shares[:2] == [800, QUOTA]
+
     def test_a_reporter_is_alive_through_its_lease_and_gone_two_intervals_after(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
     ) -> None:

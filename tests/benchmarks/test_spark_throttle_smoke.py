@@ -37,8 +37,8 @@ def test_spark_throttle_runs_and_reports() -> None:
     report = json.loads(completed.stdout)
 
     assert {"benchmark", "accuracy", "overhead", "meets_bars", "method", "config"} <= set(report)
-    assert set(report["meets_bars"]) == {"accuracy", "overhead"}
-    assert {"accuracy", "overhead"} <= set(report["method"])
+    assert set(report["meets_bars"]) == {"accuracy", "overhead", "reporting"}
+    assert {"accuracy", "overhead", "reporting"} <= set(report["method"])
     assert report["config"]["quick"] is True
     assert report["config"]["server_errors_logged"] == 0
 
@@ -69,6 +69,14 @@ def test_spark_throttle_runs_and_reports() -> None:
         assert result["throttled_task_s"] > 0
     assert accuracy["msgs"]["quota"] == RATE
     assert accuracy["bytes"]["quota"] == round(RATE * SECONDS * 24 / SECONDS)
+
+    reporting = report["reporting"]
+    assert reporting["workers"] == 2
+    assert reporting["partitions"] == SECONDS * 4  # tasks of half a second per worker
+    # The job is shorter than its settling: counted whole, a figure, not the bar.
+    assert reporting["steady_part"] is False
+    assert reporting["reports"] >= reporting["workers"]  # each worker reported at least once
+    assert reporting["reports_per_worker_lease"] > 0
 
     overhead = report["overhead"]
     assert {

@@ -307,6 +307,48 @@ class TestWhenReportsGoOut:
             quota.charge("publish", 3, 0)  # now 300 per second
         assert reporter.due_in(wall()) == 0
 
+    def test_a_task_of_a_kind_already_busy_waits_for_the_answer_s_time(
+        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
+    ) -> None:
+        # Spark starts a task per partition, and each announces its kind.
+        quota, reporter = mock_reporter(server, wall, clock)
+        quota.use("publish")
+        for _ in range(50):
+            advance(wall, clock, 0.01)
+            quota.charge("publish", 1, 0)  # 100 per second
+        reporter.report()
+        for _ in range(20):
+            advance(wall, clock, 0.01)
+            quota.charge("publish", 1, 0)
+        quota.use("publish")  # the next task, 200 ms on: the worker is busy already
+        assert reporter.due_in(wall()) > 0
+        while (seconds := reporter.due_in(wall())) > 0:
+            advance(wall, clock, min(seconds, 0.01))
+            quota.charge("publish", 1, 0)
+        reporter.report()
+        sent = server.reports[-1]["namespaces"]["t/ns"]["publishMsgs"]
+        assert sent["demand"] == pytest.approx(100, rel=0.1)  # measured, not claimed anew
+
+    def test_a_demand_moving_above_its_fair_share_waits_for_the_answer_s_time(
+        self, wall: FakeClock, clock: FakeMonotonicClock
+    ) -> None:
+        # Its fair share is 500 msgs/s; the group does not limit bytes (-1).
+        server = MockServer(allocation=5000, fallback=500)
+        quota, reporter = mock_reporter(server, wall, clock)
+
+        def run(msgs: float, nbytes: float) -> None:
+            for _ in range(30):
+                advance(wall, clock, 0.01)
+                quota.charge("publish", msgs, nbytes)
+
+        quota.use("publish")
+        run(10, 1_000)  # 1,000 msgs/s: above its share
+        reporter.report()
+        run(20, 100_000)  # twice that, and a hundred times the bytes: no grant changes
+        assert reporter.due_in(wall()) > 0
+        run(3, 100)  # 300 msgs/s: under its share, which it no longer needs whole
+        assert reporter.due_in(wall()) == 0
+
     def test_no_early_reports_while_the_server_fails(
         self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
