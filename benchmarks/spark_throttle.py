@@ -31,12 +31,12 @@ folder, with the server's default report interval unless ``--report-interval`` s
   per partition, and each announces its kind to rgspark; a throttled worker's demand is
   measured over the short times it is not held back. The job (run first, so that no other
   client's reporters are about) sends ``--seconds`` worth of rows through ``throttle`` in
-  a group of its own that allows ``--rate`` msgs/s, in partitions of about `SHORT_TASK_S` each per worker. The figure is the
-  reports the server answered per worker (``--cores`` Python workers, reused from task to
-  task) per lease (the server's default, 8 s), over the job but its first `SETTLE_S`, when
-  the workers join and settle (the whole job when it is shorter). Bar: at most
-  `REPORTS_PER_LEASE_BAR`: a steady worker reports once a lease, and its shares' wakes
-  and settling add some.
+  a group of its own that allows ``--rate`` msgs/s, in partitions of about `SHORT_TASK_S`
+  each per worker. The figure is the reports the server answered per worker (``--cores``
+  Python workers, reused from task to task) per lease (the server's default, 8 s), over the
+  job but its first `SETTLE_S`, when the workers join and settle (the whole job when it is
+  shorter). Bar: at most `REPORTS_PER_LEASE_BAR`: a steady worker reports once a lease,
+  and its shares' wakes and settling add some.
 
 ``--quick`` shrinks everything for a smoke test: its accuracy window is too short for the bar,
 and a job too short to have a steady part is timed over its whole flow (``steady_part``:

@@ -170,6 +170,31 @@ def advance(wall: FakeClock, clock: FakeMonotonicClock, seconds: float) -> None:
     clock.advance(seconds)
 
 
+def work(
+    quota: NamespaceQuota,
+    wall: FakeClock,
+    clock: FakeMonotonicClock,
+    ticks: int,
+    msgs: float,
+    nbytes: float = 0,
+) -> None:
+    """Charge ``msgs`` and ``nbytes`` every 10 ms for ``ticks`` ticks."""
+    for _ in range(ticks):
+        advance(wall, clock, 0.01)
+        quota.charge("publish", msgs, nbytes)
+
+
+def reported_busy(
+    server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
+) -> tuple[NamespaceQuota, Reporter]:
+    """A worker that charged 100 msgs/s for half a second, then reported."""
+    quota, reporter = mock_reporter(server, wall, clock)
+    quota.use("publish")
+    work(quota, wall, clock, 50, 1)
+    reporter.report()
+    return quota, reporter
+
+
 def next_report(reporter: Reporter, wall: FakeClock, clock: FakeMonotonicClock) -> float:
     """Wait as the reporter thread does until a report is due, send it; returns when."""
     while (seconds := reporter.due_in(wall())) > 0:
@@ -296,30 +321,16 @@ class TestWhenReportsGoOut:
     def test_a_demand_that_moves_reports_early(
         self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
-        quota, reporter = mock_reporter(server, wall, clock)
-        quota.use("publish")
-        for _ in range(50):
-            advance(wall, clock, 0.01)
-            quota.charge("publish", 1, 0)  # 100 per second
-        reporter.report()
-        for _ in range(20):
-            advance(wall, clock, 0.01)
-            quota.charge("publish", 3, 0)  # now 300 per second
+        quota, reporter = reported_busy(server, wall, clock)
+        work(quota, wall, clock, 20, 3)  # now 300 per second
         assert reporter.due_in(wall()) == 0
 
     def test_a_task_of_a_kind_already_busy_waits_for_the_answer_s_time(
         self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         # Spark starts a task per partition, and each announces its kind.
-        quota, reporter = mock_reporter(server, wall, clock)
-        quota.use("publish")
-        for _ in range(50):
-            advance(wall, clock, 0.01)
-            quota.charge("publish", 1, 0)  # 100 per second
-        reporter.report()
-        for _ in range(20):
-            advance(wall, clock, 0.01)
-            quota.charge("publish", 1, 0)
+        quota, reporter = reported_busy(server, wall, clock)
+        work(quota, wall, clock, 20, 1)
         quota.use("publish")  # the next task, 200 ms on: the worker is busy already
         assert reporter.due_in(wall()) > 0
         while (seconds := reporter.due_in(wall())) > 0:
@@ -335,18 +346,13 @@ class TestWhenReportsGoOut:
         # Its fair share is 500 msgs/s; the group does not limit bytes (-1).
         server = MockServer(allocation=5000, fallback=500)
         quota, reporter = mock_reporter(server, wall, clock)
-
-        def run(msgs: float, nbytes: float) -> None:
-            for _ in range(30):
-                advance(wall, clock, 0.01)
-                quota.charge("publish", msgs, nbytes)
-
         quota.use("publish")
-        run(10, 1_000)  # 1,000 msgs/s: above its share
+        work(quota, wall, clock, 30, 10, 1_000)  # 1,000 msgs/s: above its share
         reporter.report()
-        run(20, 100_000)  # twice that, and a hundred times the bytes: no grant changes
+        # Twice that, and a hundred times the bytes: no grant changes.
+        work(quota, wall, clock, 30, 20, 100_000)
         assert reporter.due_in(wall()) > 0
-        run(3, 100)  # 300 msgs/s: under its share, which it no longer needs whole
+        work(quota, wall, clock, 30, 3, 100)  # 300 msgs/s: under its share
         assert reporter.due_in(wall()) == 0
 
     def test_no_early_reports_while_the_server_fails(
