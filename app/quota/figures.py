@@ -102,17 +102,18 @@ _ANY = (-math.inf, math.inf)
 def demand_range(demand: float, share: float | None) -> tuple[float, float]:
     """The demands held as ``demand`` (stored) for a reporter whose fair share in the
     dimension was last planned at ``share`` (None: its group does not limit it): any, where
-    unlimited; any from the share up, where the stored demand is above it (and known), as
-    both give the reporter its share; else `held_range`.
+    unlimited; where the stored demand is above the share (and known), `held_range` and
+    any above the share, as those all give the reporter its share; else `held_range`.
 
     A share planned before the group's level moved may be out of date. Should the level
     have risen above the stored demand, the next plan's share is that demand, no longer
     below it, and the report after it records the demand as it is: one report late."""
     if share is None:
         return _ANY
+    low, high = held_range(demand)
     if share < demand < UNKNOWN_DEMAND:
-        return share, math.inf
-    return held_range(demand)
+        return min(low, share), math.inf
+    return low, high
 
 
 def reported_figures(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
