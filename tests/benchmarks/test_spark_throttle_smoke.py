@@ -72,7 +72,8 @@ def test_spark_throttle_runs_and_reports() -> None:
 
     reporting = report["reporting"]
     assert reporting["workers"] == 2
-    assert reporting["partitions"] == SECONDS * 4  # tasks of half a second per worker
+    # Twice the accuracy jobs' rows, in tasks of half a second per worker.
+    assert reporting["partitions"] == 2 * SECONDS * 4
     # The job is shorter than its settling: counted whole, a figure, not the bar.
     assert reporting["steady_part"] is False
     assert reporting["reports"] >= reporting["workers"]  # each worker reported at least once
