@@ -7,14 +7,11 @@ namespaces is checked against ranges kept in one flat array (`held_ranges`, `hel
 a namespace whose row is at hand against the row (`moved_since`).
 
 A demand is held more widely where the reporter's fair share, as last planned, says it
-changes no grant (`demand_range`): above that share, which is then the level of the
-reporter's namespace in its group (the allocator gives ``min(demand, level)``), and in a
-dimension its group does not limit. A throttled worker's demand is what it used over the
-time it was not held back: a short, noisy time, so that its demand (and the bytes demand of
-a worker held back by its msgs rate) moves by more than 5% at nearly every report. Recorded,
-each move made the report unsteady (its next came an interval on, not a lease) and moved
-its group's marker, so that every other worker planned the group again. Such demands are
-shown in the metrics as they were last recorded.
+changes no grant (`rgspark.wire.demand_range`, the rule rgspark reports early by): above
+that share, and in a dimension its group does not limit. Recorded, each move of a throttled
+worker's noisy demand made the report unsteady (its next came an interval on, not a lease)
+and moved its group's marker, so that every other worker planned the group again. Such
+demands are shown in the metrics as they were last recorded.
 """
 
 from __future__ import annotations
@@ -27,12 +24,11 @@ from typing import cast
 from app.quota.cache import Row
 from app.quota.schemas import DimensionUsage, NamespaceUsage, UsageReport
 from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
-from rgspark.wire import DIMENSIONS, UNKNOWN_DEMAND, fell, held_range, moved
+from rgspark.wire import DIMENSIONS, demand_range, fell, held_range, moved
 
 _NOT_SAID: Rates = (None,) * len(DIMENSIONS)
 
 __all__ = [
-    "demand_range",
     "enforced_rates",
     "figures_of",
     "held_ranges",
@@ -81,7 +77,7 @@ def held_ranges(
     keys: Iterable[NamespaceKey], rows: dict[NamespaceKey, Row], fair: Iterable[Rates]
 ) -> array[float]:
     """The ranges `held_still` checks a report against; ``fair``, each namespace's fair
-    shares as last planned (`demand_range`)."""
+    shares as last planned (None where its group does not limit a dimension)."""
     held = array("d")
     for key, shares in zip(keys, fair, strict=True):
         row = rows.get(key)
@@ -96,24 +92,6 @@ def held_ranges(
 
 
 _NOT_HELD = array("d", [math.nan] * 4 * len(DIMENSIONS))
-_ANY = (-math.inf, math.inf)
-
-
-def demand_range(demand: float, share: float | None) -> tuple[float, float]:
-    """The demands held as ``demand`` (stored) for a reporter whose fair share in the
-    dimension was last planned at ``share`` (None: its group does not limit it): any, where
-    unlimited; where the stored demand is above the share (and known), `held_range` and
-    any above the share, as those all give the reporter its share; else `held_range`.
-
-    A share planned before the group's level moved may be out of date. Should the level
-    have risen above the stored demand, the next plan's share is that demand, no longer
-    below it, and the report after it records the demand as it is: one report late."""
-    if share is None:
-        return _ANY
-    low, high = held_range(demand)
-    if share < demand < UNKNOWN_DEMAND:
-        return min(low, share), math.inf
-    return low, high
 
 
 def reported_figures(usage: NamespaceUsage, covered_s: float, stored: Figures | None) -> Figures:
@@ -146,13 +124,10 @@ def moved_since(
         )
         if moved(stored[usage_at], used):
             return True
-        if fair is None:
-            if moved(stored[demand_at], demand):
-                return True
-        else:
-            low, high = demand_range(stored[demand_at], fair[index])
-            if not low <= demand <= high:
-                return True
+        before = stored[demand_at]
+        low, high = held_range(before) if fair is None else demand_range(before, fair[index])
+        if not low <= demand <= high:
+            return True
     return False
 
 

@@ -82,8 +82,9 @@ from .wire import (
     KINDS,
     UNKNOWN_DEMAND,
     UNLIMITED_ALLOCATION,
+    demand_range,
     fell,
-    moved,
+    held_range,
 )
 
 __all__ = ["NamespaceQuota", "Reporter"]
@@ -271,14 +272,11 @@ class NamespaceQuota:
         uncharged (`use`): worth reporting before the interval is up.
 
         ``fair`` is the last answer's fair share per dimension (its ``fallbackAllocations``):
-        a demand reported above it counts up to it, and none counts in a dimension the group
-        does not limit. The allocator gives a worker ``min(demand, level)``, and its fair
-        share is that level when it wants more, so a move that stays above it changes no
-        grant. A throttled worker's demand is its usage over the time it was not held back,
-        which is short and noisy (the work between two waits), and so is the bytes demand
-        of a worker held back by its msgs rate: counted whole, they moved by 10% at nearly
-        every look. With that and a report at each task's start, a Spark worker running
-        tasks of half a second reported 36 times per 8 s lease, against once now
+        a move that changes no grant is none (`rgspark.wire.demand_range`, by which the
+        server holds demands too): above the share, or in a dimension the group does not
+        limit. Counted whole, a throttled worker's noisy demand moved by 10% at nearly every
+        look; with that and a report at each task's start, a Spark worker running tasks of
+        half a second reported 36 times per 8 s lease, against once now
         (`benchmarks.spark_throttle`, ``reporting``)."""
         now = self._now()
         for kind in self._starting:
@@ -291,12 +289,11 @@ class NamespaceQuota:
             if math.isinf(before) or math.isinf(after):
                 continue  # unknown until measured; the next regular report settles it
             share = None if fair is None else fair.get(dim)
-            if share is not None:
-                if share < 0:
-                    continue  # unlimited: no demand of it changes a grant
-                if before > share:  # the share is the level: what is above it counts not
-                    before, after = share, min(after, share)
-            if moved(before, after, threshold):
+            if share is None:  # not known: every move counts
+                low, high = held_range(before, threshold)
+            else:
+                low, high = demand_range(before, share, threshold)
+            if not low <= after <= high:
                 return True
         return False
 

@@ -12,6 +12,8 @@ Standard library only, and Python 3.9 syntax: it ships in the executors' zip.
 
 from __future__ import annotations
 
+import math
+
 __all__ = [
     "ALLOCATION_CHANGE",
     "BURST_S",
@@ -23,6 +25,7 @@ __all__ = [
     "SIGNIFICANT_CHANGE",
     "UNKNOWN_DEMAND",
     "UNLIMITED_ALLOCATION",
+    "demand_range",
     "fell",
     "held_range",
     "moved",
@@ -94,6 +97,32 @@ def moved(before: float, after: float, tolerance: float = SIGNIFICANT_CHANGE) ->
     """Whether a figure moved out of `held_range` of ``before``."""
     low, high = held_range(before, tolerance)
     return not low <= after <= high
+
+
+def demand_range(
+    before: float, share: float | None, tolerance: float = SIGNIFICANT_CHANGE
+) -> tuple[float, float]:
+    """The demands that count as unchanged from ``before`` for a reporter whose fair share
+    in the dimension is ``share`` (None, or an unlimited allocation: its group does not
+    limit the dimension), as ``(low, high)``: those that change no grant.
+
+    Any, where the group does not limit the dimension. Where ``before`` is above the share
+    (and known), `held_range` and anything above the share: the allocator gives a reporter
+    ``min(demand, level)``, and its fair share is that level when it wants more. Otherwise
+    `held_range`. A throttled worker's demand is its usage over the short, noisy time it
+    was not held back (and so is the bytes demand of one held back by its msgs rate): it
+    moves by more than 5% at nearly every report, most often where it changes nothing.
+
+    A share from before the group's level rose may be out of date; should the level now be
+    above ``before``, the next plan's share is ``before``, no longer below it, and the
+    demand is taken as it is one report later.
+    """
+    if share is None or share < 0:
+        return -math.inf, math.inf
+    low, high = held_range(before, tolerance)
+    if share < before < UNKNOWN_DEMAND:
+        return min(low, share), math.inf
+    return low, high
 
 
 def fell(before: float, after: float) -> bool:

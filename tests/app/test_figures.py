@@ -1,11 +1,11 @@
-"""Which reported demands count as held (`app.quota.figures.demand_range`)."""
+"""Which reported demands count as held (`rgspark.wire.demand_range`): by the server, and
+by rgspark deciding to report early."""
 
 from __future__ import annotations
 
 import math
 
-from app.quota.figures import demand_range
-from rgspark.wire import UNKNOWN_DEMAND
+from rgspark.wire import UNKNOWN_DEMAND, demand_range
 
 
 def held(stored: float, share: float | None, demand: float) -> bool:
