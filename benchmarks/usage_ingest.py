@@ -2,6 +2,7 @@
 
     python -m benchmarks.usage_ingest [--quick] [--reporters 100] [--namespaces-per-reporter 5000]
                                       [--spread 5] [--settle-intervals 3] [--steady-intervals 5]
+                                      [--broker-senders 1] [--broker-server-processes 1]
                                       [--changed-interval] [--shape both|broker|spark]
                                       [--spark-groups 1] [--spark-seconds 4] [--spark-every 1]
                                       [--spark-server-processes 1[,2]] [--postgres-url URL]
@@ -24,6 +25,10 @@ for the run (migrated with ``rgadmin migrate``) and dropped afterwards:
   moves by less than the 5% that forces a rewrite, so the server answers from what it keeps;
   with ``--changed-interval`` one more moves every demand by 10%, which rewrites every row
   and plans every group again, and the settling intervals after it are measured too.
+  With ``--broker-senders N`` the reports go over N connections at once, as brokers that
+  report at the same moment send them (reporter r always on connection r mod N, so on the
+  server process that answered its last), and ``--broker-server-processes`` runs
+  ``rgadmin serve --workers`` that many.
 - ``spark``: many workers, each reporting one namespace every second
   (``RG_REPORT_INTERVAL_SECONDS=1``), all in one group unless ``--spark-groups`` says
   otherwise, on the same database. Each step is a fleet of its own: a server started anew
@@ -83,6 +88,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -429,29 +435,47 @@ def _post(
 
 
 def _broker_interval(
-    server: Server, meter: Meter, bodies: list[tuple[bytes, bytes]], token: str, kind: str
+    meter: Meter,
+    bodies: list[tuple[bytes, bytes]],
+    token: str,
+    kind: str,
+    connections: list[http.client.HTTPConnection],
+    order: list[int],
 ) -> Interval:
+    """Send one interval's reports: reporter r on ``connections[r % len(connections)]``,
+    each connection's reporters in ``order``, every connection at once (one after another
+    with one)."""
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    connection = http.client.HTTPConnection(HOST, server.port, timeout=REPORT_TIMEOUT_S)
     latencies: list[float] = []
     answers: list[tuple[int, bytes]] = []
-    sent = 0
-    since = time.time()
-    try:
-        meter.start()
-        for reporter, (prefix, suffix) in enumerate(bodies):
+
+    def send(connection: http.client.HTTPConnection, reporters: list[int]) -> int:
+        sent = 0
+        for reporter in reporters:
+            prefix, suffix = bodies[reporter]
             body = prefix + str(round(time.time() * 1000)).encode() + suffix
             sent += len(body)
             started = time.perf_counter()
-            answers.append(
-                _post(
-                    connection, f"/quota/v1/reporters/broker-{reporter:03d}/reports", body, headers
-                )
+            answer = _post(
+                connection, f"/quota/v1/reporters/broker-{reporter:03d}/reports", body, headers
             )
+            # Appended from several threads: list.append is atomic.
             latencies.append(time.perf_counter() - started)
-        meter.stop()
-    finally:
-        connection.close()
+            answers.append(answer)
+        return sent
+
+    lanes = [
+        [reporter for reporter in order if reporter % len(connections) == lane]
+        for lane in range(len(connections))
+    ]
+    since = time.time()
+    meter.start()
+    if len(connections) == 1:
+        sent = send(connections[0], lanes[0])
+    else:
+        with ThreadPoolExecutor(len(connections)) as senders:
+            sent = sum(senders.map(send, connections, lanes))
+    meter.stop()
     # Checked after the clock stops: reading a 5,000-namespace answer is the client's time.
     failed = sum(
         1 for status, answer in answers if status != 200 or not json.loads(answer)["accepted"]
@@ -479,7 +503,10 @@ def _broker_scale(
     args: argparse.Namespace, layout: Layout, workdir: Path, env: dict[str, str], token: str
 ) -> dict[str, Any]:
     server = serve_rgadmin(
-        workdir, "broker-scale", {**env, "RG_REPORT_INTERVAL_SECONDS": str(BROKER_INTERVAL_S)}
+        workdir,
+        "broker-scale",
+        {**env, "RG_REPORT_INTERVAL_SECONDS": str(BROKER_INTERVAL_S)},
+        workers=args.broker_server_processes,
     )
     database = DatabaseCpu(env["RG_DATABASE_URL"])
     fleet = BrokerFleet(layout)
@@ -487,14 +514,27 @@ def _broker_scale(
     if args.changed_interval:
         kinds += ["changed", *["settling after change"] * args.settle_intervals]
     intervals: list[Interval] = []
+    # Each connection is kept for the run, as a broker keeps its own: behind several
+    # server processes, a reporter's reports reach the process that answered its last.
+    connections = [
+        http.client.HTTPConnection(HOST, server.port, timeout=REPORT_TIMEOUT_S)
+        for _ in range(args.broker_senders)
+    ]
+    order = list(range(layout.reporters))
     started = time.perf_counter()
     try:
         for kind in kinds:
             bodies = fleet.bodies(kind)
-            intervals.append(_broker_interval(server, Meter(server, database), bodies, token, kind))
+            if len(connections) > 1:
+                # Brokers report in no set order: which of them meet at the server varies.
+                fleet.random.shuffle(order)
+            meter = Meter(server, database)
+            intervals.append(_broker_interval(meter, bodies, token, kind, connections, order))
             _progress(f"broker-scale {kind}: {intervals[-1].meter.wall:.2f} s")
         sampling = _history_sampling(server, started)
     finally:
+        for connection in connections:
+            connection.close()
         database.close()
         stop(server)
     summaries = [interval.summary() for interval in intervals]
@@ -518,7 +558,12 @@ def _broker_scale(
             f"grow {CHANGE:.0%} at once (changed)",
             "report_interval_seconds": BROKER_INTERVAL_S,
             "sending": "one interval's reports one after another on one keep-alive "
-            "connection, sentAtMs = now",
+            "connection, sentAtMs = now"
+            if args.broker_senders == 1
+            else f"one interval's reports over {args.broker_senders} keep-alive connections "
+            "at once (reporter r on connection r mod senders, in a shuffled order each "
+            "interval), sentAtMs = now",
+            "server_processes": args.broker_server_processes,
         },
         "bar_seconds": bar,
         "first_interval": summaries[0],
@@ -1102,6 +1147,18 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--spread", type=int, default=5, help="Reporters per namespace.")
     parser.add_argument(
+        "--broker-senders",
+        type=int,
+        default=1,
+        help="Connections the brokers' reports are sent over at once (1: one after another).",
+    )
+    parser.add_argument(
+        "--broker-server-processes",
+        type=int,
+        default=1,
+        help="rgadmin serve --workers for the broker shape (1).",
+    )
+    parser.add_argument(
         "--settle-intervals",
         type=int,
         default=3,
@@ -1185,6 +1242,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--spread must be between 1 and --reporters")
     if args.reporters * args.namespaces_per_reporter % args.spread:
         parser.error("--reporters x --namespaces-per-reporter must be a multiple of --spread")
+    if args.broker_senders < 1 or args.broker_server_processes < 1:
+        parser.error("--broker-senders and --broker-server-processes must be 1 or more")
     if args.namespaces_per_reporter < 1 or args.spark_groups < 1:
         parser.error("--namespaces-per-reporter and --spark-groups must be 1 or more")
     if args.steady_intervals < 0 or args.settle_intervals < 0:

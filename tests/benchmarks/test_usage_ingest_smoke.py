@@ -104,3 +104,17 @@ def test_a_fleet_ramping_up_settles_once_its_last_worker_joined() -> None:
     # Not settled before the last of the 20 workers started, 6 s in.
     assert 6.0 <= step["settled_s"] < 60.0
     assert step["failed"] == 0 and step["passed"]
+
+
+def test_brokers_reporting_at_once_over_two_server_processes() -> None:
+    report = usage_ingest(
+        *("--shape", "broker", "--settle-intervals", "1", "--steady-intervals", "1"),
+        *("--broker-senders", "3", "--broker-server-processes", "2"),
+    )
+    broker = report["broker_scale"]
+    assert broker["model"]["server_processes"] == 2
+    assert "3 keep-alive connections at once" in broker["model"]["sending"]
+    assert report["failed"] == 0
+    # Every reporter's report is stored once in the first interval, whichever process took it.
+    assert broker["first_interval"]["rows_written"] == 3 * 50
+    assert [interval["failed"] for interval in broker["steady_intervals"]] == [0]
