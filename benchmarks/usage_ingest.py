@@ -521,13 +521,15 @@ def _broker_scale(
         for _ in range(args.broker_senders)
     ]
     order = list(range(layout.reporters))
+    if len(connections) > 1:
+        # Not in the order of the layout, whose neighbours share every namespace (and so
+        # would wait on each other's locks throughout); the same each interval, so that
+        # each broker reports an interval after its last, as it would on its own clock.
+        fleet.random.shuffle(order)
     started = time.perf_counter()
     try:
         for kind in kinds:
             bodies = fleet.bodies(kind)
-            if len(connections) > 1:
-                # Brokers report in no set order: which of them meet at the server varies.
-                fleet.random.shuffle(order)
             meter = Meter(server, database)
             intervals.append(_broker_interval(meter, bodies, token, kind, connections, order))
             _progress(f"broker-scale {kind}: {intervals[-1].meter.wall:.2f} s")
@@ -561,7 +563,7 @@ def _broker_scale(
             "connection, sentAtMs = now"
             if args.broker_senders == 1
             else f"one interval's reports over {args.broker_senders} keep-alive connections "
-            "at once (reporter r on connection r mod senders, in a shuffled order each "
+            "at once (reporter r on connection r mod senders, in one shuffled order every "
             "interval), sentAtMs = now",
             "server_processes": args.broker_server_processes,
         },
