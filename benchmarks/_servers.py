@@ -38,6 +38,18 @@ class Server:
     def cpu_seconds(self) -> float | None:
         return None if self.process is None else process_tree_cpu_seconds(self.process.pid)
 
+    def worker_cpu_seconds(self) -> dict[int, float]:
+        """CPU seconds of each process the server's own started (its ``--workers``), by
+        pid: whether the load reached each. Empty for a server without such processes."""
+        if self.process is None:
+            return {}
+        seconds: dict[int, float] = {}
+        for child in _children(self.process.pid):
+            cpu = process_tree_cpu_seconds(child)
+            if cpu is not None:
+                seconds[child] = cpu
+        return seconds
+
 
 # processes
 
@@ -185,12 +197,19 @@ def process_tree_cpu_seconds(pid: int) -> float | None:
             # Fields after the command name, which may itself contain spaces or parentheses.
             fields = stat[stat.rindex(")") + 2 :].split()
             total += int(fields[11]) + int(fields[12])  # utime, stime
-            for task in Path(f"/proc/{current}/task").iterdir():
-                with contextlib.suppress(FileNotFoundError):
-                    pending += [int(child) for child in (task / "children").read_text().split()]
+            pending += _children(current)
     except (OSError, ValueError, IndexError):
         return None
     return total / ticks
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started that are still running, from /proc."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            children += [int(child) for child in (task / "children").read_text().split()]
+    return children
 
 
 def migrate_rgadmin(workdir: Path, env: dict[str, str]) -> None:

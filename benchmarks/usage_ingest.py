@@ -297,22 +297,28 @@ class Meter:
     wall: float = 0.0
     server_cpu: float | None = None
     database_cpu: float = 0.0
-    _started: tuple[float, float | None, dict[int, float]] | None = None
+    worker_cpu: list[float] = field(default_factory=list)
+    """Per server process of ``--workers`` N over 1, its share of ``server_cpu``."""
+    _started: tuple[float, float | None, dict[int, float], dict[int, float]] | None = None
 
     def start(self) -> None:
         self._started = (
             time.perf_counter(),
             self.server.cpu_seconds(),
             self.database.snapshot(),
+            self.server.worker_cpu_seconds(),
         )
 
     def stop(self) -> None:
         assert self._started is not None
-        wall, cpu, database = self._started
+        wall, cpu, database, workers = self._started
         self.wall = time.perf_counter() - wall
         after = self.server.cpu_seconds()
         self.server_cpu = None if cpu is None or after is None else after - cpu
         self.database_cpu = DatabaseCpu.spent(database, self.database.snapshot())
+        self.worker_cpu = sorted(
+            cpu - workers.get(pid, 0.0) for pid, cpu in self.server.worker_cpu_seconds().items()
+        )
 
 
 def _history_sampling(server: Server, started: float) -> dict[str, Any]:
@@ -355,6 +361,7 @@ class Interval:
             "kind": self.kind,
             "server_wall_seconds": round(self.meter.wall, 3),
             "server_cpu_seconds": _round(self.meter.server_cpu),
+            "server_cpu_seconds_by_process": [round(cpu, 3) for cpu in self.meter.worker_cpu],
             "database_cpu_seconds": round(self.meter.database_cpu, 3),
             "fraction_of_interval": round(self.meter.wall / BROKER_INTERVAL_S, 4),
             "server_cpu_ms_per_report": _round(

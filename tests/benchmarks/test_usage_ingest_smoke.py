@@ -118,3 +118,5 @@ def test_brokers_reporting_at_once_over_two_server_processes() -> None:
     # Every reporter's report is stored once in the first interval, whichever process took it.
     assert broker["first_interval"]["rows_written"] == 3 * 50
     assert [interval["failed"] for interval in broker["steady_intervals"]] == [0]
+    # Each process's own CPU, so that a run whose connections all went to one shows it.
+    assert len(broker["first_interval"]["server_cpu_seconds_by_process"]) == 2
