@@ -45,6 +45,10 @@ class Server:
             return {}
         seconds: dict[int, float] = {}
         for child in _children(self.process.pid):
+            with contextlib.suppress(OSError):
+                # Not multiprocessing's own helper, which uvicorn's workers come with.
+                if b"resource_tracker" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    continue
             cpu = process_tree_cpu_seconds(child)
             if cpu is not None:
                 seconds[child] = cpu
