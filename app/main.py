@@ -43,6 +43,7 @@ from app.quota.cache import ReportCache
 from app.quota.changes import ChangeWatch, Reading
 from app.quota.leases import keep_alive_s
 from app.quota.repository import UsageRepository
+from app.quota.statements import new_token
 from app.quota.store import STALE_REPORT_INTERVALS
 from app.readcache import group_cache_for
 from app.request_quotas import RequestThrottle
@@ -77,24 +78,31 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
     state = state_of(app)
-    sampler = asyncio.create_task(
-        history.sample_periodically(
-            state.sessions, state.clock, state.settings, state.metrics.history_samples.observe
-        )
-    )
+    tasks = [
+        asyncio.create_task(
+            history.sample_periodically(
+                state.sessions, state.clock, state.settings, state.metrics.history_samples.observe
+            )
+        ),
+        asyncio.create_task(quota.keep_up(state)),
+    ]
     try:
         yield
     finally:
-        sampler.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sampler
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await state.close()
 
 
 def build_state(settings: Settings, clock: Callable[[], float]) -> AppState:
     engine = make_engine(settings.database_url)
     sessions = make_sessionmaker(engine)
-    metrics = Metrics(max(settings.report_interval_seconds, settings.report_lease_seconds))
+    counter = history.counter_for(settings)
+    metrics = Metrics(
+        keep_alive_s(settings.report_interval_seconds, settings.report_lease_seconds), counter
+    )
     throttle = RequestThrottle()
     metrics.watch_request_rates(throttle.rates)
     return AppState(
@@ -113,6 +121,8 @@ def build_state(settings: Settings, clock: Callable[[], float]) -> AppState:
         changes=ChangeWatch(partial(_changes, sessions)),
         metrics=metrics,
         request_throttle=throttle,
+        usage_counter=counter,
+        writer=new_token(),
     )
 
 

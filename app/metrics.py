@@ -1,12 +1,16 @@
 """Prometheus metrics, on a registry of the app's own (names modelled on Pulsar's
 ``pulsar_resource_group_*``).
 
-Group figures are kept up to date as reports arrive: each report already reads every fresh
-report of its groups to allocate, so it records the group's totals then, and a scrape reads
-memory only. A group nobody reported for within `STALE_INTERVALS` leases (the longest a
-steady worker goes between reports) is dropped.
-Each server process shows the groups its own reports touched, with the totals over every
-reporter of the group (from the shared store), as of the last such report.
+Group figures are kept up to date as reports arrive: each report that plans a group reads
+its totals (limits, demands, allocations in force) to allocate, so it records them then,
+and a scrape reads memory only. A group nobody reported for to this process within the
+time a reporter stays alive between reports is dropped: its reporters are gone, or report
+elsewhere. Each server process shows the groups its own reports touched, with the totals
+over every reporter of the group (from the shared store), as of the last such report.
+
+What groups used is counted, not sampled: ``rg_resource_group_used_total`` is every unit
+this process's reports said they used (`app.quota.counts`), a counter to read with
+``rate()`` and sum over the server processes, as Prometheus and Pulsar do.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-STALE_INTERVALS = 3
+from app.quota.counts import UsageCounter
+from rgspark.wire import DIMENSIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +35,12 @@ class RoleMetrics:
 
 
 class Metrics:
-    def __init__(self, lease_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        stale_after_s: float,
+        counter: UsageCounter | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._clock = clock
         r = self.registry
@@ -64,11 +74,13 @@ class Metrics:
         self._roles: dict[str, RoleMetrics] = {}
         self._requests: dict[tuple[str, str, int], Counter] = {}
         self._latencies: dict[tuple[str, str], Histogram] = {}
-        self.groups = GroupStats(clock, STALE_INTERVALS * lease_s)
+        self.groups = GroupStats(clock, stale_after_s)
+        self._counter = counter
 
     def exposition(self) -> bytes:
         """Every metric in Prometheus' text format."""
-        return generate_latest(self.registry) + self.groups.exposition()
+        used = {} if self._counter is None else self._counter.totals()
+        return generate_latest(self.registry) + self.groups.exposition() + used_exposition(used)
 
     def role(self, role: str) -> RoleMetrics:
         metrics = self._roles.get(role)
@@ -111,17 +123,17 @@ class RoleRequestRates(Collector):
         yield family
 
 
-GroupTotals = tuple[str, float, float, float, float]
-"""(dimension, limit, usage, demand, allocation) of one group."""
+GroupTotals = tuple[str, float, float, float]
+"""(dimension, limit, demand, allocation) of one group."""
 
 
 _GROUP_FAMILIES = (
     ("limit", "A group's configured rate per second; -1 when unlimited."),
-    ("usage", "Units per second used, summed over fresh reports."),
-    ("demand", "Units per second wanted, summed over fresh reports that know it."),
-    ("allocation", "Sum of the rates allocated to the group's reporters."),
+    ("demand", "Units per second wanted, summed over live reporters that know it."),
+    ("allocation", "Sum of the rates allocated to the group's live reporters, in force."),
 )
-_REPORTERS_HELP = "Reporters with fresh reports."
+_REPORTERS_HELP = "Live reporters (worker processes)."
+_USED_HELP = "Units a group's reporters reported using, counted by this server process."
 
 
 def _label(value: str) -> str:
@@ -137,8 +149,21 @@ def _value(value: float) -> str:
     return "NaN" if math.isnan(value) else "+Inf" if value > 0 else "-Inf"
 
 
-def _family(name: str, text: str, samples: list[str]) -> str:
-    return f"# HELP {name} {text}\n# TYPE {name} gauge\n" + "".join(samples)
+def _family(name: str, text: str, samples: list[str], kind: str = "gauge") -> str:
+    return f"# HELP {name} {text}\n# TYPE {name} {kind}\n" + "".join(samples)
+
+
+def used_exposition(totals: Mapping[str, Sequence[float]]) -> bytes:
+    """``rg_resource_group_used_total`` by group and dimension, in Prometheus' text format."""
+    samples = []
+    for group, units in totals.items():
+        label = _label(group)
+        for dimension, amount in zip(DIMENSIONS, units, strict=True):
+            samples.append(
+                f'rg_resource_group_used_total{{group="{label}",dimension="{dimension}"}} '
+                f"{_value(amount)}\n"
+            )
+    return _family("rg_resource_group_used_total", _USED_HELP, samples, "counter").encode()
 
 
 class GroupStats:
@@ -176,17 +201,16 @@ class GroupStats:
 
     def exposition(self) -> bytes:
         """The groups' figures in Prometheus' text format (as `generate_latest` writes
-        them): five gauge families labelled by group, and by dimension but the reporters'."""
+        them): four gauge families labelled by group, and by dimension but the reporters'."""
         figures: list[list[str]] = [[] for _ in _GROUP_FAMILIES]
-        limits, usages, demands, allocations = figures
+        limits, demands, allocations = figures
         reporters: list[str] = []
         for group, count, totals in self.latest():
             label = _label(group)
             reporters.append(f'rg_resource_group_reporters{{group="{label}"}} {_value(count)}\n')
-            for dimension, limit, usage, demand, allocation in totals:
+            for dimension, limit, demand, allocation in totals:
                 labels = f'{{group="{label}",dimension="{_label(dimension)}"}} '
                 limits.append(f"rg_resource_group_limit{labels}{_value(limit)}\n")
-                usages.append(f"rg_resource_group_usage{labels}{_value(usage)}\n")
                 demands.append(f"rg_resource_group_demand{labels}{_value(demand)}\n")
                 allocations.append(f"rg_resource_group_allocation{labels}{_value(allocation)}\n")
         parts = [

@@ -242,10 +242,10 @@ class QuotaGroup(Base):
 
 class UsageSample(Base):
     """A group's figures from one moment on, for its usage history: per dimension, its
-    configured rate, and the sums over its live reporters' fresh rows of their usage, demand
-    and allocation (units per second; the demand is None when some reporter did not know
-    its own). A group gets a sample only at the moments its figures changed: each holds
-    until the next."""
+    configured rate, and the sums over the rows of its reporters alive at the moment of
+    their demand and allocation (units per second; the demand is None when some reporter did
+    not know its own). A group gets a sample only at the moments its figures changed: each
+    holds until the next. What the group used is counted apart (`UsageCount`)."""
 
     __tablename__ = "usage_samples"
 
@@ -255,21 +255,36 @@ class UsageSample(Base):
     )
     reporters: Mapped[int] = mapped_column(Integer)
     publish_msgs_limit: Mapped[int] = mapped_column(BigInteger)
-    publish_msgs_usage: Mapped[float] = mapped_column(Double)
     publish_msgs_demand: Mapped[float | None] = mapped_column(Double)
     publish_msgs_allocation: Mapped[float] = mapped_column(Double)
     publish_bytes_limit: Mapped[int] = mapped_column(BigInteger)
-    publish_bytes_usage: Mapped[float] = mapped_column(Double)
     publish_bytes_demand: Mapped[float | None] = mapped_column(Double)
     publish_bytes_allocation: Mapped[float] = mapped_column(Double)
     dispatch_msgs_limit: Mapped[int] = mapped_column(BigInteger)
-    dispatch_msgs_usage: Mapped[float] = mapped_column(Double)
     dispatch_msgs_demand: Mapped[float | None] = mapped_column(Double)
     dispatch_msgs_allocation: Mapped[float] = mapped_column(Double)
     dispatch_bytes_limit: Mapped[int] = mapped_column(BigInteger)
-    dispatch_bytes_usage: Mapped[float] = mapped_column(Double)
     dispatch_bytes_demand: Mapped[float | None] = mapped_column(Double)
     dispatch_bytes_allocation: Mapped[float] = mapped_column(Double)
+
+
+class UsageCount(Base):
+    """The units a group's reporters used in one bucket of the history's resolution, as one
+    server process counted them (`app.quota.counts`): the group's usage there is the sum
+    over processes. Written once the bucket is complete, so a process writes each row once."""
+
+    __tablename__ = "usage_counts"
+    __table_args__ = (Index("ix_usage_counts_moment", "moment"),)
+
+    resource_group: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    moment: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), primary_key=True)
+    """When the bucket starts."""
+    writer: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    """The server process that counted the units (random, one per process)."""
+    publish_msgs_used: Mapped[float] = mapped_column(Double)
+    publish_bytes_used: Mapped[float] = mapped_column(Double)
+    dispatch_msgs_used: Mapped[float] = mapped_column(Double)
+    dispatch_bytes_used: Mapped[float] = mapped_column(Double)
 
 
 USAGE_SAMPLING_ROW = 1

@@ -183,7 +183,12 @@ class DimensionHistory(BaseModel):
     """One dimension of a group's usage history: one value per sample, in `times` order."""
 
     limit: list[int] = Field(description="The group's configured rate; -1 when unlimited.")
-    usage: list[float] = Field(description="Units per second used, summed over reporters.")
+    usage: list[float | None] = Field(
+        description="Units per second used over the resolution before the sample's moment: "
+        "the units the group's reporters reported, counted over the time they were used in "
+        "(never a report's own rate). Null while reports covering that time may still "
+        "arrive: a steady worker reports a lease's units at once, so about a lease after."
+    )
     demand: list[float | None] = Field(
         description="Units per second wanted, summed over reporters; null when some reporter "
         "did not know its demand yet."
@@ -214,7 +219,10 @@ class UsageHistory(BaseModel):
     resourceGroup: str
     resolutionSeconds: float = Field(description="Seconds between samples.")
     times: list[float] = Field(description="Each sample's moment, in seconds since the epoch.")
-    reporters: list[int] = Field(description="Live reporters at each sample.")
+    reporters: list[int] = Field(
+        description="Reporters alive at each sample: their lease (and its grace) had not run "
+        "out, whether or not they reported since."
+    )
     dimensions: UsageDimensions
     namespaces: list[GroupNamespace]
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # their modules import this one, for endpoints' `deps.StateDe
     from app.metrics import Metrics
     from app.quota.cache import ReportCache
     from app.quota.changes import ChangeWatch
+    from app.quota.counts import UsageCounter
     from app.readcache import GroupCache
     from app.request_quotas import RequestThrottle
 
@@ -41,6 +42,10 @@ class AppState:
     changes: ChangeWatch
     metrics: Metrics
     request_throttle: RequestThrottle
+    usage_counter: UsageCounter
+    """The units reported to this process, until written (`app.quota.counts`)."""
+    writer: int
+    """This process's random id in the usage counts it writes."""
     routes: list[BaseRoute] = field(default_factory=list)
     """The routes served, flat: the request limits find a body's route in them, and a 405
     lists the methods of a path."""

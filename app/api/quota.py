@@ -32,8 +32,9 @@ from app.errors import (
     Unauthorized,
     responses,
 )
-from app.quota import reporters, store
+from app.quota import history, reporters, store
 from app.quota.changes import MAX_WAIT_S
+from app.quota.counts import Bucket
 from app.quota.schemas import (
     REPORTER_ID_PATTERN,
     AdminChanges,
@@ -97,11 +98,7 @@ async def report_usage(
     body = await _usage_report(request)
     now = state.clock()
     interval_s = state.settings.report_interval_seconds
-    # Looking for silent reporters is cheap but needless on every report: once per interval
-    # per process is plenty.
-    expire = now - state.last_expiry >= interval_s
-    if expire:
-        state.last_expiry = now
+    expire = _expiry_due(state, now)
 
     # What the report claims first (claimed with the other reports stored in its
     # transaction), then the report itself.
@@ -119,6 +116,7 @@ async def report_usage(
         **claims.keywords,
         max_lease_s=state.settings.report_lease_seconds,
         stats=state.metrics.groups,
+        counter=state.usage_counter,
         max_reporters=state.settings.max_reporters_per_namespace,
     )
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
@@ -127,22 +125,65 @@ async def report_usage(
     answer = await state.report_lanes.submit(lane, reporterId, work, joins=joins, claims=claims)
     # Silent reporters are looked for once the answer has gone: its worker does not wait
     # for them.
-    background = BackgroundTask(_expire, request, state, now) if expire else None
+    background = BackgroundTask(_expire, state, now) if expire else None
     return Response(answer, media_type="application/json", background=background)
 
 
-async def _expire(request: Request, state: AppState, now: float) -> None:
-    """Forget the reporters silent at ``now``: a transaction of its own, after the report's
+def _expiry_due(state: AppState, now: float) -> bool:
+    """Whether this process looks for silent reporters now: once per interval, at a report
+    or, when none comes, on its own (`keep_up`), so that a group whose workers all stopped
+    is known idle whether or not anyone reports."""
+    if now - state.last_expiry < state.settings.report_interval_seconds:
+        return False
+    state.last_expiry = now
+    return True
+
+
+async def _expire(state: AppState, now: float) -> None:
+    """Forget the reporters silent at ``now``: a transaction of its own, after any report's
     (whose locks are then released, so the two never wait on each other's in a cycle). Should
-    it fail (the database is away), the next interval's report tries again."""
+    it fail (the database is away), the next interval tries again."""
+    silent_since = datetime.fromtimestamp(now, UTC)
+    await _upkeep(
+        state, "forget silent reporters", reporters.expire, silent_since, state.report_cache
+    )
+
+
+async def _upkeep(state: AppState, what: str, func: Any, *args: Any) -> bool:
+    """Run ``func(session, *args)`` as a transaction of its own; whether it committed.
+    A failure is logged and counted, never raised: its loop tries again."""
     try:
-        silent_since = datetime.fromtimestamp(now, UTC)
-        await deps.write(request, reporters.expire, silent_since, state.report_cache)
+        await deps.transaction(state.sessions, func, *args)
     except DBAPIError as error:
         state.metrics.database_errors.labels(type(error).__name__).inc()
-        logger.warning("could not forget silent reporters: %s", type(error).__name__)
+        logger.warning("could not %s: %s", what, type(error).__name__)
     except AppError as error:  # collided too often with other writers
-        logger.warning("could not forget silent reporters: %s", error.reason)
+        logger.warning("could not %s: %s", what, error.reason)
+    else:
+        return True
+    return False
+
+
+async def keep_up(state: AppState) -> None:
+    """Until cancelled (the app's lifespan): every `history.WRITE_EVERY_S`, write the usage
+    counts that are complete (`app.quota.counts`), and look for silent reporters when due.
+    On cancel, write every count held, complete or not: the units went through."""
+    try:
+        while True:
+            await asyncio.sleep(history.WRITE_EVERY_S)
+            now = state.clock()
+            await _write_counts(state, state.usage_counter.complete(now))
+            if _expiry_due(state, now):
+                await _expire(state, now)
+    finally:
+        await _write_counts(state, state.usage_counter.take_all())
+
+
+async def _write_counts(state: AppState, buckets: list[Bucket]) -> None:
+    if buckets and not await _upkeep(
+        state, "write usage counts", history.write_counts, buckets, state.writer
+    ):
+        state.usage_counter.put_back(buckets)
 
 
 @router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)

@@ -1,18 +1,28 @@
 """Each group's usage history, for people: the dashboard and ``rgadmin top``.
 
-Every `usage_history_resolution_seconds` one server process (whichever first moves the
-`UsageSampling` row to the new moment) sums, per group, the rows of its live reporters
-(whose lease has not run out), the same rows the allocator reads, into one `UsageSample`.
-The history is therefore stored with the reports and is the same whichever process took
-them or serves it.
+Two kinds of figures, each true in its own way:
 
-Only groups whose figures may have changed since the last moment are sampled: those whose
-marker changed (the store changes it whenever the allocator's inputs for the group change: a
-row's figures or allocation, a reporter gone, a namespace moved), and, after an admin write,
-those whose configured rates differ from their last sample. A sample holds until the next
-one, so a steady group costs nothing, and a steady fleet of any size costs one small query
-per moment; a fleet-wide change costs one aggregate over the rows of the groups it changed.
-Samples past the retention are deleted, except each group's latest, which still holds.
+- **What the group used** is counted: every accepted report's units, spread over the time
+  they were used in and summed per bucket of the resolution by the server process that took
+  the report (`app.quota.counts`), which writes its counts once a bucket is complete
+  (`write_counts`). A moment's usage is the units of the bucket before it, summed over the
+  processes, over the bucket's length: never a report's own rate. Until every report that
+  may cover a bucket has come, its moment's usage is unknown (null), not a partial sum.
+- **Demand, allocations and reporters** are the state at the moment: every
+  `usage_history_resolution_seconds` one server process (whichever first moves the
+  `UsageSampling` row to the new moment) sums, per group, the rows of the reporters alive
+  then (whose lease and grace have not run out, whether or not anyone reports), the same
+  rows the allocator reads, into one `UsageSample`.
+
+Both are stored with the reports, so the history is the same whichever process took them or
+serves it. Only groups whose state may have changed since the last moment are sampled: those
+whose marker changed (the store changes it whenever the allocator's inputs for the group
+change: a row's figures or allocation, a reporter gone, a namespace moved), those with a
+reporter whose lease ran out since, and, after an admin write, those whose configured rates
+differ from their last sample. A sample holds until the next one, so a steady group costs
+nothing, and a steady fleet of any size costs one small query per moment; a fleet-wide
+change costs one aggregate over the rows of the groups it changed. Samples and counts past
+the retention are deleted, except each group's latest sample, which still holds.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -39,6 +49,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    union,
     update,
 )
 from sqlalchemy.exc import SQLAlchemyError
@@ -57,9 +68,12 @@ from app.models import (
     QuotaUsage,
     ResourceGroup,
     Tenant,
+    UsageCount,
     UsageSample,
     UsageSampling,
 )
+from app.quota.counts import Bucket, UsageCounter
+from app.quota.leases import keep_alive_s
 from app.schemas import (
     DimensionHistory,
     GroupNamespace,
@@ -75,6 +89,7 @@ __all__ = ["read", "sample", "sample_periodically"]
 logger = logging.getLogger(__name__)
 
 TOLERANCE_S = 1e-3
+WRITE_EVERY_S = 1.0  # how often each process writes its complete counts (`app.main`)
 EPOCH = datetime.fromtimestamp(0, UTC)  # when usage was last sampled, before it ever was
 
 # The API's name of each dimension, by its column prefix: the name of the group's rate that
@@ -118,7 +133,6 @@ def _sums(at: datetime, groups: Any) -> Any:
         demand = rows.c[f"{dimension}_demand"]
         columns += [
             getattr(ResourceGroup, RATE_COLUMN[dimension]),
-            func.coalesce(func.sum(rows.c[f"{dimension}_usage"]), 0.0),
             # A reporter that does not know its demand yet says so with `UNKNOWN_DEMAND`:
             # the sum is unknown too, rather than some 10^18.
             case(
@@ -136,6 +150,7 @@ def _sums(at: datetime, groups: Any) -> Any:
     )
 
 
+_USED_COLUMNS = [f"{dimension}_used" for dimension in DIMENSION_COLUMNS]
 _SAMPLE_COLUMNS = [
     "resource_group",
     "sampled_at",
@@ -143,7 +158,7 @@ _SAMPLE_COLUMNS = [
     *(
         f"{dimension}_{figure}"
         for dimension in DIMENSION_COLUMNS
-        for figure in ("limit", "usage", "demand", "allocation")
+        for figure in ("limit", "demand", "allocation")
     ),
 ]
 
@@ -174,15 +189,29 @@ def sample(session: Session, now: float, settings: Settings) -> bool:
     if last_at == EPOCH:  # the first sample: every group
         changed = select(ResourceGroup.name)
     else:
-        changed = select(QuotaGroup.name).where(QuotaGroup.changed_at > last_at)
-        if generation != last_generation:
-            changed = changed.union(_configured_anew())
+        moved = select(QuotaGroup.name).where(QuotaGroup.changed_at > last_at)
+        anew = [_configured_anew()] if generation != last_generation else []
+        changed = union(moved, _lapsed(last_at, at), *anew)
     session.execute(insert(UsageSample).from_select(_SAMPLE_COLUMNS, _sums(at, changed.subquery())))
     horizon = at - timedelta(seconds=settings.usage_history_retention_seconds)
     session.execute(_prune(horizon))
+    session.execute(delete(UsageCount).where(UsageCount.moment < horizon))
     # The fleet's one periodic job, so the housekeeping of the admin generation's rows too.
     admin_generation.compact(session)
     return True
+
+
+def _lapsed(since: datetime, at: datetime) -> Select[Any]:
+    """Groups with rows of reporters whose lease ran out since the last moment: they are
+    gone at this one, whether or not a server process has forgotten them yet."""
+    lapsed = select(QuotaReporter.reporter_id).where(
+        QuotaReporter.lease_until > since, QuotaReporter.lease_until <= at
+    )
+    return (
+        select(QuotaUsage.resource_group)
+        .where(QuotaUsage.reporter_id.in_(lapsed), QuotaUsage.resource_group.is_not(None))
+        .distinct()
+    )
 
 
 def _configured_anew() -> Select[Any]:
@@ -216,6 +245,50 @@ def _prune(horizon: datetime) -> Any:
     )
     gone = UsageSample.resource_group.not_in(select(ResourceGroup.name))
     return delete(UsageSample).where(UsageSample.sampled_at < horizon, superseded | gone)
+
+
+def span_s(settings: Settings) -> float:
+    """The longest time one report's units are spread over (`app.quota.counts`): as long as
+    a reporter stays alive between two reports."""
+    return keep_alive_s(settings.report_interval_seconds, settings.report_lease_seconds)
+
+
+def complete_after_s(settings: Settings) -> float:
+    """How long after a bucket ends every server process has written its count of it: no
+    report covers it after `span_s`, and processes write what is complete every
+    `WRITE_EVERY_S` (a second's leeway for the write itself)."""
+    return span_s(settings) + WRITE_EVERY_S + 1.0
+
+
+def counter_for(settings: Settings) -> UsageCounter:
+    return UsageCounter(settings.usage_history_resolution_seconds, span_s(settings))
+
+
+def write_counts(session: Session, buckets: Sequence[Bucket], writer: int) -> None:
+    """Add this process's (``writer``'s) counts of the buckets to the stored ones."""
+    if not buckets:
+        return
+    rows = [
+        {
+            "resource_group": bucket.group,
+            "moment": datetime.fromtimestamp(bucket.start, UTC),
+            "writer": writer,
+            **dict(zip(_USED_COLUMNS, bucket.units, strict=True)),
+        }
+        for bucket in buckets
+    ]
+    statement = _sql.insert(session, UsageCount)
+    # Each bucket is taken once it is complete, so a row is written once; a count that
+    # arrives later still (a report handled across the moment) adds to it.
+    added = {
+        column: getattr(UsageCount, column) + statement.excluded[column] for column in _USED_COLUMNS
+    }
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=["resource_group", "moment", "writer"], set_=added
+        ),
+        rows,
+    )
 
 
 async def sample_periodically(
@@ -253,10 +326,39 @@ def read(
     session: Session, group: str, since_s: float, now: float, settings: Settings
 ) -> UsageHistory:
     """The group's figures at each moment of the last ``since_s`` seconds (at most the
-    retention) that has been sampled, each the latest sample at or before it; and the
-    namespaces in the group now with their live reporters."""
-    resolution_s = settings.usage_history_resolution_seconds
+    retention) that has been sampled, each the latest sample at or before it, with the
+    usage counted over the resolution before it; and the namespaces in the group now with
+    their live reporters."""
     start = now - min(since_s, settings.usage_history_retention_seconds)
+    moments, series = _moments(session, group, start, settings.usage_history_resolution_seconds)
+    used = _used(session, group, moments, now, settings)
+    dimensions: dict[str, DimensionHistory] = {}
+    for index, dimension in enumerate(DIMENSION_COLUMNS):
+        limits = [max(getattr(s, f"{dimension}_limit"), 0) or -1 for s in series]
+        dimensions[FIELD_OF[dimension]] = DimensionHistory(
+            limit=limits,
+            usage=[None if units is None else units[index] for units in used],
+            demand=[getattr(s, f"{dimension}_demand") for s in series],
+            allocation=[
+                None if limit == -1 else getattr(s, f"{dimension}_allocation")
+                for s, limit in zip(series, limits, strict=True)
+            ],
+        )
+    return UsageHistory(
+        resourceGroup=group,
+        resolutionSeconds=settings.usage_history_resolution_seconds,
+        times=moments,
+        reporters=[s.reporters for s in series],
+        dimensions=UsageDimensions(**dimensions),
+        namespaces=_members(session, group, now),
+    )
+
+
+def _moments(
+    session: Session, group: str, start: float, resolution_s: float
+) -> tuple[list[float], list[UsageSample]]:
+    """Every sampled moment from ``start`` (or the group's first sample) on, each with the
+    latest sample at or before it."""
     since = datetime.fromtimestamp(start, UTC)
     last_sampled = session.scalar(select(UsageSampling.sampled_at))
     held = session.scalars(
@@ -273,42 +375,54 @@ def read(
     samples = [*held, *later]
     moments: list[float] = []
     series: list[UsageSample] = []
-    if samples and last_sampled is not None:
-        # Every sampled moment from the start (or the group's first sample) on; stored
-        # moments are exact to the microsecond, so compared within a millisecond.
-        first = max(_epoch(samples[0].sampled_at), start)
-        if TOLERANCE_S < (ahead := -first % resolution_s) < resolution_s - TOLERANCE_S:
-            first += ahead  # up to the next moment
-        end = _epoch(last_sampled) + TOLERANCE_S
-        index = 0
-        while (moment := first + len(moments) * resolution_s) <= end:
-            while (
-                index + 1 < len(samples)
-                and _epoch(samples[index + 1].sampled_at) <= moment + TOLERANCE_S
-            ):
-                index += 1
-            moments.append(moment)
-            series.append(samples[index])
-    dimensions: dict[str, DimensionHistory] = {}
-    for dimension in DIMENSION_COLUMNS:
-        limits = [max(getattr(s, f"{dimension}_limit"), 0) or -1 for s in series]
-        dimensions[FIELD_OF[dimension]] = DimensionHistory(
-            limit=limits,
-            usage=[getattr(s, f"{dimension}_usage") for s in series],
-            demand=[getattr(s, f"{dimension}_demand") for s in series],
-            allocation=[
-                None if limit == -1 else getattr(s, f"{dimension}_allocation")
-                for s, limit in zip(series, limits, strict=True)
-            ],
+    if not samples or last_sampled is None:
+        return moments, series
+    # Stored moments are exact to the microsecond, so compared within a millisecond.
+    first = max(_epoch(samples[0].sampled_at), start)
+    if TOLERANCE_S < (ahead := -first % resolution_s) < resolution_s - TOLERANCE_S:
+        first += ahead  # up to the next moment
+    end = _epoch(last_sampled) + TOLERANCE_S
+    index = 0
+    while (moment := first + len(moments) * resolution_s) <= end:
+        while (
+            index + 1 < len(samples)
+            and _epoch(samples[index + 1].sampled_at) <= moment + TOLERANCE_S
+        ):
+            index += 1
+        moments.append(moment)
+        series.append(samples[index])
+    return moments, series
+
+
+def _used(
+    session: Session, group: str, moments: list[float], now: float, settings: Settings
+) -> list[tuple[float, ...] | None]:
+    """Per moment, the units per second the group's reporters used over the resolution
+    before it (summed over the server processes that counted them); None while a report
+    covering that time may still come (`complete_after_s`)."""
+    if not moments:
+        return []
+    resolution_s = settings.usage_history_resolution_seconds
+    rows = session.execute(
+        select(UsageCount.moment, *(func.sum(getattr(UsageCount, c)) for c in _USED_COLUMNS))
+        .where(
+            UsageCount.resource_group == group,
+            UsageCount.moment >= datetime.fromtimestamp(moments[0] - resolution_s - 1, UTC),
         )
-    return UsageHistory(
-        resourceGroup=group,
-        resolutionSeconds=resolution_s,
-        times=moments,
-        reporters=[s.reporters for s in series],
-        dimensions=UsageDimensions(**dimensions),
-        namespaces=_members(session, group, now),
-    )
+        .group_by(UsageCount.moment)
+    ).all()
+    # Keyed by the bucket's index: moments are multiples of the resolution.
+    counted = {round(_epoch(row[0]) / resolution_s): row[1:] for row in rows}
+    complete_by = now - complete_after_s(settings)
+    used: list[tuple[float, ...] | None] = []
+    for moment in moments:
+        if moment > complete_by + TOLERANCE_S:
+            used.append(None)
+            continue
+        units = counted.get(round(moment / resolution_s) - 1)
+        zero = (0.0,) * len(_USED_COLUMNS)
+        used.append(tuple(u / resolution_s for u in units) if units is not None else zero)
+    return used
 
 
 def _utc(moment: datetime) -> datetime:

@@ -75,6 +75,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import cast
 
 from pydantic_core import to_json
 from sqlalchemy.orm import Session
@@ -89,6 +90,7 @@ from app.quota.allocator import (
     summarize_columns,
 )
 from app.quota.cache import Answer, LastAnswer, Plan, ReportCache, ReporterState, Row
+from app.quota.counts import UsageCounter
 from app.quota.effective import Effective, EffectiveRows, parse_namespace
 from app.quota.figures import (
     enforced_rates,
@@ -104,6 +106,7 @@ from app.quota.levels import DimensionSummary, GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Claim, Saved, UsageRepository, Written
 from app.quota.schemas import (
+    DimensionUsage,
     NamespaceUsage,
     ReportResult,
     UsageReport,
@@ -247,6 +250,7 @@ def submit(
     cache: ReportCache,
     max_lease_s: float,
     stats: GroupStats | None = None,
+    counter: UsageCounter | None = None,
     max_reporters: int | None = None,
     pace_s: float = 0.0,
 ) -> bytes:
@@ -259,7 +263,8 @@ def submit(
     A steady reporter's answer holds for ``max_lease_s``, a settling one's for an interval
     (`app.quota.leases`); either asks for no report sooner than ``pace_s``, and holds as long
     (`app.quota.pacing`). `stats` (the metrics) learns each group's totals as a plan of it
-    saw them; ``max_reporters`` caps a role's live reporters per namespace
+    saw them; ``counter`` counts the units each group used, once stored (`app.quota.counts`);
+    ``max_reporters`` caps a role's live reporters per namespace
     (`limit_reporters`).
     """
     # 1. Look up.
@@ -381,6 +386,10 @@ def submit(
                 else rows[entry.key]
                 for entry in entries
             }
+        if counter is not None:
+            members = state.rows if steady else {e.key: e.effective.group for e in entries}
+            used = _used_by_group(report, keys, members)
+            after_commit(session, lambda: counter.add(used, now, covered_s))
         if queries.moved:
             # Markers it moved are news to the process's shared looks at them, once committed.
             after_commit(session, cache.forget_markers)
@@ -410,6 +419,31 @@ def submit(
         stats.touch(state.plans)
         state.observed_at = now
     return _result(answered, accepted, interval_s, held, pace_s)
+
+
+def _used_by_group(
+    report: UsageReport,
+    keys: list[NamespaceKey],
+    members: Mapping[NamespaceKey, Row] | Mapping[NamespaceKey, str | None],
+) -> dict[str, list[float]]:
+    """The units the report says were used, per effective group and dimension (``members``:
+    each namespace's group, or its row, which holds it)."""
+    used: dict[str, list[float]] = {}
+    for key, usage in zip(keys, report.namespaces.values(), strict=True):
+        group = members.get(key)
+        if isinstance(group, Row):
+            group = group.group
+        if group is None:
+            continue
+        summed = used.get(group)
+        if summed is None:
+            summed = used[group] = [0.0] * len(DIMENSIONS)
+        dimensions = cast(dict[str, DimensionUsage | None], usage)
+        for index, dimension in enumerate(DIMENSIONS):
+            figures = dimensions.get(dimension)
+            if figures is not None:
+                summed[index] += figures["used"]
+    return used
 
 
 def _groups_touched(entries: list[_Entry], rows: dict[NamespaceKey, Row]) -> set[str]:
@@ -798,15 +832,14 @@ def _stale(known: Plan | None, entries: list[_Entry]) -> bool:
 
 
 def _totals(summary: GroupSummary, in_force: list[float]) -> tuple[int, tuple[GroupTotals, ...]]:
-    """A group's reporters, and per dimension its limit and the sums of usage, demand (where
-    known) and allocations in force (this report's new grants included)."""
+    """A group's reporters, and per dimension its limit and the sums of demand (where known)
+    and allocations in force (this report's new grants included)."""
     totals: list[GroupTotals] = []
     for name, dimension, allocated in zip(DIMENSIONS, summary.dimensions, in_force, strict=True):
         if dimension is None:
-            totals.append((name, -1.0, 0.0, 0.0, -1.0))
+            totals.append((name, -1.0, 0.0, -1.0))
         else:
-            quota = dimension.levels.quota
-            totals.append((name, quota, dimension.usage, dimension.demand, allocated))
+            totals.append((name, dimension.levels.quota, dimension.demand, allocated))
     return summary.reporters, tuple(totals)
 
 

@@ -68,7 +68,8 @@ def test_group_figures_match_the_reports(server: FastAPI, client: TestClient, au
     metrics = scrape(jobs)
     group = {"group": "rg", "dimension": "publishMsgs"}
     assert value(metrics, "rg_resource_group_limit", **group) == 1000
-    assert value(metrics, "rg_resource_group_usage", **group) == pytest.approx(800)
+    # Counted, not sampled: every unit the reports said was used, exactly.
+    assert value(metrics, "rg_resource_group_used_total", **group) == 800
     assert value(metrics, "rg_resource_group_demand", **group) == pytest.approx(1300)
     assert value(metrics, "rg_resource_group_allocation", **group) == pytest.approx(
         sum(allocations.values())
@@ -76,11 +77,36 @@ def test_group_figures_match_the_reports(server: FastAPI, client: TestClient, au
     assert value(metrics, "rg_resource_group_reporters", group="rg") == 2
     bytes_ = {"group": "rg", "dimension": "publishBytes"}
     assert value(metrics, "rg_resource_group_limit", **bytes_) == -1
+    assert value(metrics, "rg_resource_group_used_total", **bytes_) == 0
 
     assert value(metrics, "rg_role_requests_total", role="job") == 2
     route = "/quota/v1/reporters/{reporterId}/reports"
     assert value(metrics, "rg_http_requests_total", method="POST", route=route, status="200") == 2
     assert value(metrics, "rg_http_request_duration_seconds_count", method="POST", route=route) == 2
+
+
+def test_used_units_are_counters_that_only_go_up(
+    server: FastAPI, client: TestClient, auth: Auth
+) -> None:
+    """Reports of any interval, a few milliseconds or a lease, add exactly their units: the
+    counter's rate over a window is what went through in it, whatever the reports' rates."""
+    create_group(client, "rg", publishRateInMsgs=1000)
+    create_tenant(client, "t")
+    create_namespace(client, "t/ns", group="rg", producers=["job"])
+    jobs = TestClient(server, headers=auth("job"))
+    sent, seen = 0, []
+    for interval_ms, used in ((5, 20), (1000, 180), (3, 20), (8000, 1600)):
+        report = {
+            "sentAtMs": int(state_of(server).clock() * 1000),
+            "intervalMs": interval_ms,
+            "namespaces": {"t/ns": {"publishMsgs": {"used": used, "demand": 200.0}}},
+        }
+        assert jobs.post("/quota/v1/reporters/w/reports", json=report).status_code == 200
+        sent += used
+        group = {"group": "rg", "dimension": "publishMsgs"}
+        seen.append(value(scrape(jobs), "rg_resource_group_used_total", **group))
+        assert seen[-1] == sent
+    assert seen == sorted(seen)
 
 
 def test_the_grafana_dashboard_queries_only_metrics_the_server_serves(server: FastAPI) -> None:
@@ -116,11 +142,11 @@ def test_database_errors_are_counted(secret_key: bytes) -> None:
 GROUPS: dict[str, tuple[int, tuple[GroupTotals, ...]]] = {
     "rg": (
         2,
-        (("publishMsgs", 1000.0, 800.0, 1300.0, 999.5), ("publishBytes", -1.0, 0.0, 0.0, -1.0)),
+        (("publishMsgs", 1000.0, 1300.0, 999.5), ("publishBytes", -1.0, 0.0, -1.0)),
     ),
     'odd "name" \\ with\na newline': (
         1,
-        (("dispatchMsgs", 1e21, -math.inf, math.inf, 12345678.9),),
+        (("dispatchMsgs", 1e21, math.inf, 12345678.9),),
     ),
     "idle": (0, ()),
 }
@@ -130,7 +156,7 @@ class _Families(Collector):
     """The same figures as prometheus_client's own gauge families write them."""
 
     def collect(self) -> Iterator[Metric]:
-        figures = ("limit", "usage", "demand", "allocation")
+        figures = ("limit", "demand", "allocation")
         families = [
             GaugeMetricFamily(f"rg_resource_group_{name}", "", labels=["group", "dimension"])
             for name in figures

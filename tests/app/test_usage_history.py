@@ -81,6 +81,17 @@ def sample(app: FastAPI, now: float) -> bool:
         return history.sample(session, now, state_of(app).settings)
 
 
+def write_counts(app: FastAPI, now: float) -> None:
+    """What the process's upkeep does every second: write the counts complete by ``now``."""
+    state = state_of(app)
+    with state.sessions.begin() as session:
+        history.write_counts(session, state.usage_counter.complete(now), state.writer)
+
+
+def complete_after_s(app: FastAPI) -> float:
+    return history.complete_after_s(state_of(app).settings)
+
+
 def usage(
     app: FastAPI, headers: dict[str, str], group: str = "rg", **params: Any
 ) -> httpx.Response:
@@ -106,36 +117,46 @@ class TestSampling:
     def test_sums_live_reporters_and_every_process_serves_it(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
     ) -> None:
-        for _ in range(3):
-            clock.now += INTERVAL_S
+        start = clock.now - clock.now % RESOLUTION_S
+        for second in range(1, 11):  # a whole bucket of reports, each covering a second
+            clock.now = start + second * INTERVAL_S
             report(servers[0], auth("job"), "a", body(clock, 300, ns="t/own"))
             report(servers[1], auth("job"), "b", body(clock, 200, ns="t/inherits"))
             report(servers[1], auth("job"), "c", body(clock, 100, ns="u/ns"))
         assert sample(servers[0], clock.now)
+        # Until every report that may cover the bucket has come, its usage is unknown.
+        now = read(servers[1], auth)
+        assert now["dimensions"]["publishRateInMsgs"]["usage"] == [None]
+        assert now["namespaces"] == [
+            {"namespace": "t/inherits", "source": "tenant", "reporters": 1},
+            {"namespace": "t/own", "source": "namespace", "reporters": 1},
+            {"namespace": "u/ns", "source": "default", "reporters": 1},
+        ]
+        clock.now += complete_after_s(servers[0])
+        for app in servers:
+            write_counts(app, clock.now)
 
         found = read(servers[1], auth)
         assert found["resourceGroup"] == "rg"
         assert found["resolutionSeconds"] == RESOLUTION_S
-        assert found["times"] == [clock.now - clock.now % RESOLUTION_S]
+        assert found["times"] == [start + RESOLUTION_S]
         assert found["reporters"] == [3]
         msgs = found["dimensions"]["publishRateInMsgs"]
         assert msgs["limit"] == [QUOTA]
-        assert msgs["usage"] == [pytest.approx(600)]
+        assert msgs["usage"] == [pytest.approx(600)]  # counted by both processes, summed
         assert msgs["demand"] == [pytest.approx(600)]
         assert 600 <= msgs["allocation"][0] <= QUOTA * 1.05
         unlimited = found["dimensions"]["publishRateInBytes"]
         assert unlimited["limit"] == [-1]
         assert unlimited["allocation"] == [None]
-        assert found["namespaces"] == [
-            {"namespace": "t/inherits", "source": "tenant", "reporters": 1},
-            {"namespace": "t/own", "source": "namespace", "reporters": 1},
-            {"namespace": "u/ns", "source": "default", "reporters": 1},
-        ]
+        # By now they are all gone: the namespaces are as they are now.
+        assert [ns["reporters"] for ns in found["namespaces"]] == [0, 0, 0]
 
     def test_a_group_without_reporters_has_its_limit_and_zeros(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
     ) -> None:
         assert sample(servers[0], clock.now)
+        clock.now += complete_after_s(servers[0])
         found = read(servers[0], auth)
         msgs = found["dimensions"]["publishRateInMsgs"]
         assert (found["reporters"], msgs["limit"], msgs["usage"]) == ([0], [QUOTA], [0.0])
@@ -158,7 +179,7 @@ class TestSampling:
         assert sample(servers[0], clock.now)
         found = read(servers[0], auth)
         assert found["reporters"] == [1]
-        assert found["dimensions"]["publishRateInMsgs"]["usage"] == [pytest.approx(100)]
+        assert found["dimensions"]["publishRateInMsgs"]["demand"] == [pytest.approx(100)]
 
     def test_a_live_reporter_counts_however_long_ago_its_row_was_written(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
@@ -174,7 +195,7 @@ class TestSampling:
         assert sample(servers[0], clock.now)
         found = read(servers[0], auth)
         assert found["reporters"] == [2]
-        assert found["dimensions"]["publishRateInMsgs"]["usage"] == [pytest.approx(400)]
+        assert found["dimensions"]["publishRateInMsgs"]["demand"] == [pytest.approx(400)]
 
     def test_each_moment_is_sampled_once_whichever_process_tries(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
@@ -206,12 +227,13 @@ class TestSampling:
         assert sample(servers[0], clock.now)
         for _ in range(3):
             clock.now += RESOLUTION_S
+            report(servers[0], auth("job"), "a", body(clock, 300, ns="t/own"))  # steady
             assert sample(servers[1], clock.now)
         assert samples_stored(engine) == 2  # rg and other, at the first moment only
         found = read(servers[0], auth)
         assert len(found["times"]) == 4
         assert found["reporters"] == [1] * 4
-        assert found["dimensions"]["publishRateInMsgs"]["usage"] == [pytest.approx(300)] * 4
+        assert found["dimensions"]["publishRateInMsgs"]["demand"] == [pytest.approx(300)] * 4
 
     def test_what_changes_is_sampled_at_the_next_moment(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock, client: TestClient
@@ -231,7 +253,7 @@ class TestSampling:
         found = read(servers[0], auth)
         msgs = found["dimensions"]["publishRateInMsgs"]
         assert found["reporters"] == [1, 1, 1, 0]
-        assert msgs["usage"] == [pytest.approx(u) for u in (300, 600, 600, 0)]
+        assert msgs["demand"] == [pytest.approx(u) for u in (300, 600, 600, 0)]
         assert msgs["limit"] == [QUOTA, QUOTA, 500, 500]
 
     def test_history_is_kept_for_the_retention_and_read_back_for_since(
@@ -245,8 +267,8 @@ class TestSampling:
         kept = read(servers[0], auth, since=3600)
         moments = [start + step * RESOLUTION_S for step in range(3, 10)]
         assert kept["times"] == moments
-        used = kept["dimensions"]["publishRateInMsgs"]["usage"]
-        assert used == [pytest.approx(100 * (step + 1)) for step in range(3, 10)]
+        wanted = kept["dimensions"]["publishRateInMsgs"]["demand"]
+        assert wanted == [pytest.approx(100 * (step + 1)) for step in range(3, 10)]
         # What is older than the retention is gone, but the group other's only sample.
         assert samples_stored(engine) == len(moments) + 1
         assert read(servers[0], auth, since=25)["times"] == moments[-3:]
