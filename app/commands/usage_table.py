@@ -1,8 +1,12 @@
-"""What ``rgadmin top`` shows: each group's latest usage sample, saturated groups first.
+"""What ``rgadmin top`` shows: each group's latest figures, saturated groups first.
 
 The input is the usage history's answer (``GET /admin/v2/resourcegroups/{rg}/usage``): per
-dimension, series of ``limit`` (-1 unlimited), ``usage``, ``demand`` (null when unknown) and
-``allocation`` (null when unlimited), with ``times`` and ``reporters``, oldest first.
+dimension, series of ``limit`` (-1 unlimited), ``usage`` (null until complete), ``demand``
+(null when unknown) and ``allocation`` (null when unlimited), with ``times`` and
+``reporters``, oldest first. Limit, demand, allocation and reporters are the latest
+sample's; usage is the latest complete one, counted over the resolution before its moment,
+and AGE says how old that is: usage is known only once every report covering its time has
+come (a steady worker reports a lease's units at once).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ class DimensionSample:
 @dataclass(frozen=True)
 class GroupSample:
     group: str
-    at: float | None  # epoch seconds; None: the group has no sample yet
+    at: float | None  # epoch seconds of the usage shown; None: no usage complete yet
     reporters: int | None
     dimensions: tuple[DimensionSample, ...]
 
@@ -76,12 +80,13 @@ def latest_sample(group: str, usage: Mapping[str, Any]) -> GroupSample:
         return GroupSample(group=group, at=None, reporters=None, dimensions=())
     reporters: Sequence[int] = usage.get("reporters") or []
     series: Mapping[str, Mapping[str, Sequence[float | None]]] = usage.get("dimensions") or {}
+    complete = _last_complete(series)
     dimensions = tuple(
         DimensionSample(
             label=label,
             unit=unit,
             limit=_last(series[field], "limit") or -1,
-            usage=_last(series[field], "usage"),
+            usage=None if complete is None else series[field]["usage"][complete],
             demand=_last(series[field], "demand"),
             allocation=_last(series[field], "allocation"),
         )
@@ -90,7 +95,7 @@ def latest_sample(group: str, usage: Mapping[str, Any]) -> GroupSample:
     )
     return GroupSample(
         group=group,
-        at=times[-1],
+        at=None if complete is None else times[complete],
         reporters=reporters[-1] if reporters else None,
         dimensions=dimensions,
     )
@@ -99,6 +104,17 @@ def latest_sample(group: str, usage: Mapping[str, Any]) -> GroupSample:
 def _last(series: Mapping[str, Sequence[float | None]], name: str) -> float | None:
     values = series.get(name) or []
     return values[-1] if values else None
+
+
+def _last_complete(series: Mapping[str, Mapping[str, Sequence[float | None]]]) -> int | None:
+    """The index of the latest moment whose usage is complete (in every dimension)."""
+    usages = [dimension.get("usage") or [] for dimension in series.values()]
+    if not usages:
+        return None
+    for index in range(min(len(usage) for usage in usages) - 1, -1, -1):
+        if all(usage[index] is not None for usage in usages):
+            return index
+    return None
 
 
 def saturated_first(samples: Iterable[GroupSample]) -> list[GroupSample]:
@@ -118,11 +134,11 @@ def rows(samples: Iterable[GroupSample], now: float) -> list[tuple[str, ...]]:
     """The table's rows, one per group and dimension, as text without blanks."""
     table: list[tuple[str, ...]] = []
     for sample in samples:
-        if sample.at is None or not sample.dimensions:
+        if not sample.dimensions:
             # As kubectl shows what is not known yet; a new group's first sample is <= 10 s away.
             table.append((sample.group, *["-"] * (len(COLUMNS) - 2), "<pending>"))
             continue
-        age = _age(now - sample.at)
+        age = "<pending>" if sample.at is None else _age(now - sample.at)
         reporters = "-" if sample.reporters is None else str(sample.reporters)
         for dimension in sample.dimensions:
             pct = dimension.used_pct

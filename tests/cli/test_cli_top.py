@@ -92,6 +92,28 @@ class TestTable:
             "3s",
         ]
 
+    def test_usage_is_the_latest_complete_and_age_says_how_old(self) -> None:
+        answer = usage_answer(
+            "rg",
+            {
+                "limit": [1000, 1000, 1000],
+                "usage": [990.0, None, None],
+                "demand": [1500.0, 1500.0, 0.0],
+                "allocation": [1000.0, 1000.0, 0.0],
+            },
+            times=[100.0, 110.0, 120.0],
+        )
+        sample = latest_sample("rg", answer)
+        assert (sample.at, sample.saturation) == (100.0, 99.0)
+        row = plain_table([sample], now=125.0).splitlines()[1].split()
+        assert row == ["rg", "publishMsgs", "1k", "990", "99%", "0", "0", "2", "25s"]
+
+    def test_no_complete_usage_yet_is_pending(self) -> None:
+        msgs = {"limit": [1000], "usage": [None], "demand": [10.0], "allocation": [500.0]}
+        sample = latest_sample("rg", usage_answer("rg", msgs, times=[100.0]))
+        row = plain_table([sample], now=101.0).splitlines()[1].split()
+        assert row == ["rg", "publishMsgs", "1k", "-", "-", "10", "500", "2", "<pending>"]
+
     def test_saturated_groups_first_then_unlimited_and_unsampled_by_name(self) -> None:
         def group(name: str, limit: int, usage: float) -> Any:
             msgs = {"limit": [limit], "usage": [usage], "demand": [usage], "allocation": [None]}
@@ -144,19 +166,31 @@ def sampled(
     server_clock: FakeClock,
     token: Callable[[str], str],
 ) -> None:
-    """Three seconds of reports (``t/hot`` uses 990 msgs/s of 1000, ``t/cool`` 300), then the
-    usage sample the server takes every 10 s, taken now."""
+    """Reports every second (``t/hot`` uses 990 msgs/s of 1000, ``t/cool`` 300) from the
+    start of a bucket of the history until its usage is complete, then the usage sample the
+    server takes every 10 s, and the counts its upkeep writes every second, taken now."""
     headers = {"Authorization": f"Bearer {token('job')}"}
+    state = state_of(cli_app)
+    start = server_clock.now - server_clock.now % RESOLUTION_S + RESOLUTION_S
+    server_clock.now = start
     with httpx.Client(base_url=server, headers=headers) as job:
-        for _ in range(3):  # the server's own sampler may take a moment first: use the next one
-            server_clock.now += RESOLUTION_S - server_clock.now % RESOLUTION_S + 5
-            for _ in range(3):
-                server_clock.now += 1
-                report(job, server_clock, "a", "t/hot", 990)
-                report(job, server_clock, "b", "t/cool", 300)
-            if take_sample(cli_app, server_clock):
-                return
-    pytest.fail("no moment could be sampled")
+        while server_clock.now < start + RESOLUTION_S + history.complete_after_s(state.settings):
+            server_clock.now += 1
+            report(job, server_clock, "a", "t/hot", 990)
+            report(job, server_clock, "b", "t/cool", 300)
+            if server_clock.now % RESOLUTION_S == 0:  # unless the server's sampler took it
+                take_sample(cli_app, server_clock)
+    with state.sessions.begin() as session:
+        history.write_counts(session, state.usage_counter.complete(server_clock.now), state.writer)
+    # The server's upkeep may have taken the counts first: wait until they are written.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with state.sessions() as session:
+            found = history.read(session, "hot", 60, server_clock.now, state.settings)
+        if any(used is not None for used in found.dimensions.publishRateInMsgs.usage):
+            return
+        time.sleep(0.05)
+    pytest.fail("the usage counted was not written")
 
 
 def take_sample(app: FastAPI, clock: FakeClock) -> bool:
