@@ -24,6 +24,7 @@ from app.access import Principal
 from app.api import deps
 from app.api.deps import CurrentPrincipal, StateDep
 from app.models import Namespace, Tenant
+from app.quota import history
 from app.services import attachments, resourcegroups, tenants
 
 UI_DIR = Path(__file__).resolve().parent.parent / "ui"
@@ -69,6 +70,9 @@ class DashboardSession(BaseModel):
     resourceGroups: list[str] = Field(description="The ResourceGroups it may read.")
     usageResolutionSeconds: float = Field(description="Seconds between usage samples.")
     usageRetentionSeconds: float = Field(description="Seconds of usage history kept.")
+    usageCompleteAfterSeconds: float = Field(
+        description="How long after its moment a sample's usage is complete (until then null)."
+    )
 
 
 router = APIRouter(include_in_schema=False)
@@ -88,6 +92,7 @@ async def dashboard_session(
         resourceGroups=groups,
         usageResolutionSeconds=settings.usage_history_resolution_seconds,
         usageRetentionSeconds=settings.usage_history_retention_seconds,
+        usageCompleteAfterSeconds=history.complete_after_s(settings),
     )
 
 

@@ -24,6 +24,9 @@ from tests.factories import running_app
 
 # A sample a second, so that a chart moves within the few seconds a test watches it.
 RESOLUTION_S = 1.0
+# Short leases, so that a moment's usage is complete (`app.quota.history.complete_after_s`)
+# within those seconds too.
+LEASE_S = 2.0
 
 
 @dataclass
@@ -49,7 +52,10 @@ def dashboard_server(directory: Path) -> Iterator[DashboardServer]:
     upgrade_schema(database_url)
     secret_key = generate_secret_key()
     settings = make_settings(
-        database_url, secret_key, usage_history_resolution_seconds=RESOLUTION_S
+        database_url,
+        secret_key,
+        usage_history_resolution_seconds=RESOLUTION_S,
+        report_lease_seconds=LEASE_S,
     )
     with running_app(settings) as app, serve(app) as url:
         yield DashboardServer(url, secret_key, state_of(app).engine)

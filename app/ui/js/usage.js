@@ -8,21 +8,34 @@ export const BUSY = 0.8;
 
 const SEVERITY = { idle: 0, unlimited: 1, ok: 2, busy: 3, saturated: 4 };
 
-/** The figures of the last sample, or null while the group has none yet. */
+/**
+ * The figures of the last sample, or null while the group has none yet; usage is the last
+ * complete one (a moment's usage is null until every report covering it has come), and
+ * `usageTime` its moment (null while none is complete).
+ */
 export function lastSample(history) {
   const index = history.times.length - 1;
   if (index < 0) return null;
+  const complete = lastComplete(history);
   const dimensions = {};
   for (const { key } of DIMENSIONS) {
     const series = history.dimensions[key];
     dimensions[key] = {
       limit: series.limit[index],
-      usage: series.usage[index],
+      usage: complete === null ? null : series.usage[complete],
       demand: series.demand[index],
       allocation: series.allocation[index],
     };
   }
-  return { time: history.times[index], reporters: history.reporters[index], dimensions };
+  const usageTime = complete === null ? null : history.times[complete];
+  return { time: history.times[index], usageTime, reporters: history.reporters[index], dimensions };
+}
+
+function lastComplete(history) {
+  for (let index = history.times.length - 1; index >= 0; index -= 1) {
+    if (DIMENSIONS.every(({ key }) => history.dimensions[key].usage[index] !== null)) return index;
+  }
+  return null;
 }
 
 /**

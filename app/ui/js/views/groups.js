@@ -45,8 +45,9 @@ export function render(root, { session }) {
     ),
   );
 
-  // Only the last sample is needed: a few resolutions' worth makes sure there is one.
-  const since = Math.max(3 * session.usageResolutionSeconds, 3);
+  // Only the last sample and the last complete usage are needed: a few resolutions' worth
+  // past the time usage takes to be complete makes sure there are both.
+  const since = Math.max(session.usageCompleteAfterSeconds + 3 * session.usageResolutionSeconds, 3);
 
   async function refresh() {
     let names;
