@@ -18,7 +18,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, func, select
 
-from app.models import UsageSample
+from app.models import QuotaReporter, UsageSample
 from app.quota import history
 from app.quota.repository import UsageRepository
 from app.state import state_of
@@ -327,3 +327,86 @@ def test_a_running_server_samples_by_itself(
             "rg_usage_history_sample_seconds_count"
         )
         assert took is not None and took >= 1
+
+
+@pytest.mark.usefixtures("world")
+class TestWhatWentThrough:
+    """The history's usage is the units the workers said they used, over the time they used
+    them, whatever the reports' own intervals; and a group whose workers stopped reads idle."""
+
+    def test_reports_of_any_interval_count_their_units_where_they_were_used(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        # A worker charges 100 ms slices at 200 msgs/s (20 msgs at each slice's start) and
+        # reports when it likes: after a few milliseconds (a wake), a second or a lease, on
+        # either server process. A report's own rate swings from 0 to 6,000 msgs/s.
+        start = clock.now - clock.now % RESOLUTION_S
+        clock.now = start
+        assert sample(servers[0], clock.now)
+        slices = [start + n * 0.1 for n in range(330)]  # when each slice is charged
+        gaps = [0.005, 1.0, 0.003, 8.0, 0.5, 2.5, 0.004, 3.0, 1.2] * 2
+        reported = 0
+        for index, gap in enumerate(gaps):
+            clock.now += gap
+            charged = 20 * sum(1 for at in slices if at <= clock.now)
+            payload = {
+                "sentAtMs": clock.ms(),
+                "intervalMs": round(gap * 1000) or 1,
+                "namespaces": {
+                    "t/own": {"publishMsgs": {"used": charged - reported, "demand": 200.0}}
+                },
+            }
+            report(servers[index % 2], auth("job"), "w", payload)
+            reported = charged
+        end = clock.now
+        assert sample(servers[1], end)
+        clock.now = end + complete_after_s(servers[0])
+        for app in servers:
+            write_counts(app, clock.now)
+
+        found = read(servers[0], auth)
+        usage = found["dimensions"]["publishRateInMsgs"]["usage"]
+        complete = [(t, u) for t, u in zip(found["times"], usage, strict=True) if u is not None]
+        assert len(complete) >= 2
+        for moment, used in complete:
+            # What went through in the resolution before the moment, counted here.
+            sent = 20 * sum(1 for at in slices if moment - RESOLUTION_S <= at < moment)
+            assert sent > 0
+            assert used == pytest.approx(sent / RESOLUTION_S, rel=0.05), moment
+
+    def test_a_group_whose_workers_stopped_reads_idle_without_any_report(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        start = clock.now - clock.now % RESOLUTION_S
+        for second in range(1, 11):
+            clock.now = start + second
+            report(servers[0], auth("job"), "a", body(clock, 300, ns="t/own"))
+            report(servers[1], auth("job"), "b", body(clock, 200, ns="u/ns"))
+        stopped = clock.now
+        assert sample(servers[0], stopped)
+        clock.now = stopped + complete_after_s(servers[0])
+        for app in servers:
+            write_counts(app, clock.now)
+        before = read(servers[0], auth)
+        at_stop = before["times"].index(stopped)
+        assert before["reporters"][at_stop] == 2
+        assert before["dimensions"]["publishRateInMsgs"]["usage"][at_stop] == pytest.approx(500)
+        # Nobody reports again, and no process forgets them: their leases run out all the
+        # same, and the next moment after that says so.
+        with state_of(servers[0]).sessions() as session:
+            leases = session.scalars(select(QuotaReporter.lease_until)).all()
+        gone = max(
+            lease.timestamp() if lease.tzinfo else lease.replace(tzinfo=UTC).timestamp()
+            for lease in leases
+        )
+        clock.now = max(clock.now, gone - gone % RESOLUTION_S + RESOLUTION_S)
+        assert sample(servers[1], clock.now)
+        clock.now += complete_after_s(servers[0])
+        for app in servers:
+            write_counts(app, clock.now)
+        found = read(servers[0], auth)
+        msgs = found["dimensions"]["publishRateInMsgs"]
+        assert found["reporters"][-1] == 0
+        assert msgs["demand"][-1] == 0 and msgs["allocation"][-1] == 0
+        assert msgs["usage"][-1] == 0
+        assert [ns["reporters"] for ns in found["namespaces"]] == [0, 0, 0]
