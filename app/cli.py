@@ -90,9 +90,9 @@ def main() -> None:
     cli()
 
 
-def _fail(message: str) -> NoReturn:
+def _fail(message: str, code: int = 1) -> NoReturn:
     typer.echo(f"Error: {message}", err=True)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
 
 
 def _stdout_is_terminal() -> bool:
@@ -272,6 +272,54 @@ def migrate() -> None:
     settings = get_settings()
     upgrade_schema(settings.database_url)
     typer.echo(f"Schema is up to date at {_redacted(settings.database_url)}.", err=True)
+
+
+# `check` exits with 1 when it finds violations, and with this when it cannot look.
+CHECK_UNREADABLE = 2
+
+
+@cli.command()
+def check() -> None:
+    """Verify the store at RG_DATABASE_URL, read-only in one snapshot (safe beside running
+    servers): every group's sums in force equal the allocations of the rows counted in it, no
+    gone reporter is counted, attachments name existing groups.
+
+    Prints one line per violation and exits with 1 when there is any; 2 when the database
+    cannot be read or its schema is behind.
+    """
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.quota.check import find_violations
+    from app.quota.snapshot import Unreadable, read_snapshot, reading
+
+    settings = get_settings()
+    try:
+        with reading(settings.database_url) as connection:
+            now = datetime.datetime.now(datetime.UTC)
+            snapshot = read_snapshot(connection, now)
+    except Unreadable as exc:
+        _fail(f"{exc} {_where(settings.database_url)}.", CHECK_UNREADABLE)
+    except SQLAlchemyError as exc:
+        reason = _first_line(getattr(exc, "orig", None) or exc)
+        _fail(f"Cannot read the store {_where(settings.database_url)}: {reason}", CHECK_UNREADABLE)
+    violations = find_violations(snapshot, settings.report_interval_seconds)
+    for violation in violations:
+        typer.echo(str(violation))
+    if violations:
+        raise typer.Exit(1)
+    typer.echo(
+        f"ok: {len(snapshot.groups)} groups, {len(snapshot.counted)} rows counted in them, "
+        f"{len(snapshot.attachments)} attachments checked"
+    )
+
+
+def _where(database_url: str) -> str:
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return f"(database {_redacted(database_url)})"
+    except ArgumentError:
+        return "(RG_DATABASE_URL is not a database URL)"
 
 
 @cli.command()

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, make_url, text
 
 from tests.app.processes import rgadmin_servers
+from tests.check import assert_store_consistent
 from tests.conftest import SUPERUSER
 from tests.factories import create_group, create_namespace, create_tenant
 
@@ -57,7 +58,11 @@ def operations(rng: random.Random) -> Iterator[tuple[str, str, str]]:
 
 
 def test_racing_attach_detach_and_deletes(
-    app: FastAPI, client: TestClient, engine: Engine, auth: Callable[[str], dict[str, str]]
+    app: FastAPI,
+    client: TestClient,
+    engine: Engine,
+    auth: Callable[[str], dict[str, str]],
+    database_url: str,
 ) -> None:
     for group in GROUPS:
         create_group(client, group, publishRateInMsgs=10)
@@ -94,6 +99,7 @@ def test_racing_attach_detach_and_deletes(
         attached = client.get(f"/admin/v2/namespaces/t/{namespace}/resourcegroup")
         if attached.status_code == 200 and attached.json() is not None:
             assert client.get(f"/admin/v2/resourcegroups/{attached.json()}").status_code == 200
+    assert_store_consistent(database_url)
 
 
 # Fifty writers on two server processes (`rgadmin serve`), each alternating between them.
@@ -264,6 +270,7 @@ def test_fifty_writers_on_two_processes(
     two_servers: list[str],
     engine: Engine,
     auth: Callable[[str], dict[str, str]],
+    database_url: str,
 ) -> None:
     for group in SHARED:
         assert (
@@ -342,3 +349,4 @@ def test_fifty_writers_on_two_processes(
             assert rate in written | {10}, name
     # The race happened: contended writes both succeeded and were refused.
     assert answers["delete_shared", 412] and answers["attach_own", 204]
+    assert_store_consistent(database_url)

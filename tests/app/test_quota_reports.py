@@ -16,6 +16,7 @@ from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
 from app.quota import reporters, store
 from app.quota.store import FEW_MARKERS
+from tests.check import assert_store_consistent
 from tests.conftest import SUPERUSER
 from tests.factories import FakeClock, create_group, create_namespace, create_tenant
 
@@ -96,12 +97,13 @@ class TestReports:
         assert 0 < namespace["allocations"]["publishMsgs"] <= QUOTA
 
     def test_reporters_on_two_servers_share_the_quota(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, database_url: str
     ) -> None:
         rates = both_want_800(servers, auth("job"), clock, rounds=6)
         assert rates["a"] == pytest.approx(QUOTA / 2, rel=0.05)
         assert rates["b"] == pytest.approx(QUOTA / 2, rel=0.05)
         assert sum(rates.values()) <= QUOTA * 1.05
+        assert_store_consistent(database_url, now=clock.now)
 
     def test_a_stale_report_is_not_stored(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
@@ -114,7 +116,7 @@ class TestReports:
         assert stored_rows(engine) == 0
 
     def test_a_silent_reporters_share_returns_to_the_others(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, database_url: str
     ) -> None:
         job = auth("job")
         for _ in range(4):
@@ -127,9 +129,10 @@ class TestReports:
             clock.now += INTERVAL_S
             rate = allocated(report(servers[1], job, "busy", body(clock, 800)))
         assert rate == pytest.approx(QUOTA, rel=0.05)
+        assert_store_consistent(database_url, now=clock.now)
 
     def test_a_released_share_is_free_at_once(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, database_url: str
     ) -> None:
         job = auth("job")
         for _ in range(4):
@@ -140,9 +143,15 @@ class TestReports:
         assert client.delete("/quota/v1/reporters/leaving", headers=job).status_code == 204
         rate = allocated(report(servers[1], job, "staying", body(clock, 800)))
         assert rate == pytest.approx(QUOTA, rel=0.05)
+        assert_store_consistent(database_url, now=clock.now)
 
     def test_a_change_of_quota_reaches_the_next_report(
-        self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
+        self,
+        servers: list[FastAPI],
+        client: TestClient,
+        auth: Auth,
+        clock: FakeClock,
+        database_url: str,
     ) -> None:
         report(servers[0], auth("job"), "r", body(clock, 5000))
         client.put("/admin/v2/resourcegroups/rg", json={"publishRateInMsgs": 200})
@@ -150,6 +159,7 @@ class TestReports:
         result = report(servers[1], auth("job"), "r", body(clock, 5000))
         assert result["namespaces"]["t/ns"]["limits"]["publishRateInMsgs"] == 200
         assert allocated(result) <= 200
+        assert_store_consistent(database_url, now=clock.now)
 
     def test_unlimited_namespace_gets_minus_one(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock
@@ -228,7 +238,12 @@ class TestWhatServersRemember:
         assert stored_demand(engine, "r") == 0
 
     def test_a_reporter_moving_between_servers_sees_its_own_writes(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+        self,
+        servers: list[FastAPI],
+        auth: Auth,
+        clock: FakeClock,
+        engine: Engine,
+        database_url: str,
     ) -> None:
         job = auth("job")
         for server in servers:  # both servers remember "a" wanting 800
@@ -248,6 +263,7 @@ class TestWhatServersRemember:
         # Demands 100 and 800 leave 100 spare, shared in proportion as growth room.
         assert rates["a"] == pytest.approx(100 * (1 + 100 / 900), rel=0.02)
         assert rates["b"] == pytest.approx(800 * (1 + 100 / 900), rel=0.02)
+        assert_store_consistent(database_url, now=clock.now)
 
     @pytest.mark.parametrize("reads_its_groups", [True, False], ids=["read", "looked-for"])
     def test_a_change_among_many_others_is_found(
@@ -299,7 +315,12 @@ class TestWhatServersRemember:
         assert allocated(report(servers[0], job, "a", body(clock, 800))) > QUOTA / 2 * 1.1
 
     def test_a_namespace_moved_to_another_group_frees_its_share(
-        self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock
+        self,
+        servers: list[FastAPI],
+        client: TestClient,
+        auth: Auth,
+        clock: FakeClock,
+        database_url: str,
     ) -> None:
         create_namespace(client, "t/mover", group="rg")
         create_group(client, "other", publishRateInMsgs=50)
@@ -318,6 +339,7 @@ class TestWhatServersRemember:
             clock.now += INTERVAL_S
             rate = allocated(report(servers[0], admin, "stay", body(clock, 800)))
         assert rate == pytest.approx(QUOTA, rel=0.05)
+        assert_store_consistent(database_url, now=clock.now)
 
     def test_a_deleted_namespace_is_404_on_a_server_that_knew_it(
         self, servers: list[FastAPI], client: TestClient, auth: Auth, clock: FakeClock

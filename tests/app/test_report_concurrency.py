@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from benchmarks._servers import Server, clean_env, serve_rgadmin, stop
+from tests.check import assert_store_consistent
 from tests.conftest import SUPERUSER
 from tests.factories import create_group, create_namespace, create_tenant
 
@@ -24,6 +25,7 @@ SETTLED = 100.0  # the demand every reporter settles at first: a sixth of the qu
 WANTED = 1000.0  # then all want the whole quota at once
 # Newcomers' probes aside (2% in all), nothing may add to the quota: see app/quota/allocator.py.
 BOUND = 1.05
+INTERVAL_S = 10
 
 
 @pytest.fixture
@@ -37,7 +39,7 @@ def servers(
         "RG_AUTH_TOKEN_SECRET_KEY": "data:;base64," + base64.b64encode(secret_key).decode(),
         "RG_SUPERUSER_ROLES": SUPERUSER,
         # Long enough that no row goes stale and no reporter expires within a trial.
-        "RG_REPORT_INTERVAL_SECONDS": "10",
+        "RG_REPORT_INTERVAL_SECONDS": str(INTERVAL_S),
     }
     started: list[Server] = []
     try:
@@ -78,7 +80,7 @@ def race(http: list[httpx.Client], path: list[str], granted: list[float]) -> Non
 
 
 def test_simultaneous_reports_never_spend_the_same_headroom_twice(
-    client: TestClient, servers: list[str], token: Callable[[str], str]
+    client: TestClient, servers: list[str], token: Callable[[str], str], database_url: str
 ) -> None:
     create_group(client, "g", publishRateInMsgs=QUOTA)
     create_tenant(client, "t")
@@ -107,3 +109,4 @@ def test_simultaneous_reports_never_spend_the_same_headroom_twice(
         for each in http:
             each.close()
     assert worst <= BOUND, f"allocations in force reached {worst:.0%} of the quota"
+    assert_store_consistent(database_url, report_interval_s=INTERVAL_S)
