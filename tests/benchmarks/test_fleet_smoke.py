@@ -1,5 +1,6 @@
 """The live fleet benchmark runs a scenario end to end on PostgreSQL, shortened, and reports
-sane figures: real timing on a shared machine, so the bounds are generous, not the bars."""
+sane figures. Where DESIGN.md's bound on the quota holds in a short run on a shared machine,
+it is asserted as such; the other figures' bounds are generous, not the bars."""
 
 from __future__ import annotations
 
@@ -53,12 +54,14 @@ def test_fleet_runs_a_scenario_live_and_reports(tmp_path: Path) -> None:
     assert all(change["put_answered_s"] is not None for change in report["quota_changes"])
 
     # The group holds its quota: outside the interval in which a cut reaches the reporters,
-    # the allocations in force stay near it, and so does what the reporters consume.
-    assert 50 <= report["max_in_force_pct"] < 130
+    # the allocations in force stay within DESIGN.md's 5% of it, and so does what the
+    # reporters consume. Utilization is short of the 98% bar only because in a run this
+    # short the first second, while the workers join, weighs a twelfth.
+    assert 50 <= report["max_in_force_pct"] <= 105
     assert report["max_in_force_pct_after_cut"] is not None
     assert report["max_in_force_pct_after_cut"] > 0
-    assert report["after_quota_notice"]["max_overshoot_pct"] < 30
-    assert 50 < report["after_quota_notice"]["utilization_pct"] < 130
+    assert report["after_quota_notice"]["max_overshoot_pct"] <= 5
+    assert 90 < report["after_quota_notice"]["utilization_pct"] <= 105
     for figure in ("steady_error_pct", "jain_fairness", "convergence_intervals"):
         assert figure in report
     assert 0 < report["jain_fairness"] <= 1
@@ -85,3 +88,23 @@ def test_a_join_storm_holds_the_quota_in_force() -> None:
     assert report["errors"] == []
     assert report["in_force_samples"]["count"] == 60
     assert report["max_in_force_pct"] <= 106, report["in_force_samples"]["peak"]
+
+
+def test_a_fleet_starting_together_holds_the_quota_from_its_first_second(tmp_path: Path) -> None:
+    # fleet-start: eight workers in three namespaces join at once, each wanting the whole
+    # quota, for 6 s. DESIGN.md's bound on what they send, window by window from the first:
+    # the first answered holds the quota until its share falls, the others probe meanwhile,
+    # and every bucket starts empty, so no window may exceed the quota by more than 5%.
+    trace = tmp_path / "trace.csv"
+    scenario = REPO_ROOT / "benchmarks" / "live_scenarios" / "fleet-start.json"
+    report = run_fleet(scenario, "--trace", str(trace))
+    assert report["errors"] == []
+    assert report["max_in_force_pct"] <= 105, report["in_force_samples"]["peak"]
+
+    totals = [0.0] * report["windows"]
+    with trace.open(newline="") as rows:
+        for row in csv.DictReader(rows):
+            totals[int(row["t_s"])] += float(row["consumed"])
+    assert max(totals) <= 1.05 * 1000, totals
+    # And it does send: from the second window on, the quota is in use.
+    assert min(totals[1:]) >= 0.9 * 1000, totals
