@@ -138,6 +138,17 @@ async def transaction(
     return await run_in_threadpool(_run, sessions, _given_session(func, args, kwargs), True)
 
 
+async def looking(
+    sessions: sessionmaker[Session],
+    func: Callable[Concatenate[Session, P], T],
+    /,
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """`read`, for work that is not one request's."""
+    return await run_in_threadpool(_run, sessions, _given_session(func, args, kwargs), False)
+
+
 def _given_session(
     func: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Callable[[Session], T]:

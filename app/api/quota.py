@@ -166,15 +166,21 @@ async def _upkeep(state: AppState, what: str, func: Any, *args: Any) -> bool:
 
 async def keep_up(state: AppState) -> None:
     """Until cancelled (the app's lifespan): every `history.WRITE_EVERY_S`, write the usage
-    counts that are complete (`app.quota.counts`), and look for silent reporters when due.
-    On cancel, write every count held, complete or not: the units went through."""
+    counts that are complete (`app.quota.counts`); and four times an interval, look for
+    silent reporters (a read, and a write only when some are), so that a reporter is
+    forgotten, and its group woken, within a quarter of an interval of its lease's end,
+    whether or not reports come. On cancel, write every count held, complete or not: the
+    units went through."""
+    period_s = min(history.WRITE_EVERY_S, state.settings.report_interval_seconds / 4)
+    written_at = state.clock()
     try:
         while True:
-            await asyncio.sleep(history.WRITE_EVERY_S)
+            await asyncio.sleep(period_s)
             now = state.clock()
-            await _write_counts(state, state.usage_counter.complete(now))
-            if _expiry_due(state, now):
-                await _expire(state, now)
+            if now - written_at >= history.WRITE_EVERY_S:
+                written_at = now
+                await _write_counts(state, state.usage_counter.complete(now))
+            await _expire(state, now)
     finally:
         await _write_counts(state, state.usage_counter.take_all())
 

@@ -129,6 +129,12 @@ def release(
     _forget(queries, [reporter_id], now, cache)
 
 
+def any_silent(session: Session, now: datetime) -> bool:
+    """Whether some reporter's lease ran out before ``now``: a read, so that looking often
+    costs no write (on SQLite, every write transaction waits for the others)."""
+    return UsageRepository.of(session).any_silent(now)
+
+
 def expire(session: Session, now: datetime, cache: ReportCache | None = None) -> None:
     """Forget reporters whose lease ran out (`app.quota.leases`): their shares return to
     the others, and their rows go with them, so the tables do not grow without bound."""

@@ -211,6 +211,10 @@ class UsageRepository:
         """Reporters whose lease ran out before ``now`` (none that a report is claiming)."""
         return list(self._run(self.sql.silent, {"now": now}).scalars())
 
+    def any_silent(self, now: datetime) -> bool:
+        """Whether some reporter's lease ran out before ``now``, without locking any."""
+        return self._run(self.sql.any_silent, {"now": now}).first() is not None
+
     def forget(self, reporter_ids: list[str], now: datetime) -> None:
         """Drop the reporters with their rows, and re-mark the groups they counted in."""
         self._markers_move()

@@ -281,6 +281,7 @@ class Statements:
         self.silent = select(QuotaReporter.reporter_id).where(
             QuotaReporter.lease_until < bindparam("now")
         )
+        self.any_silent = self.silent.limit(1)
         if self.postgresql:
             self.silent = self.silent.with_for_update(skip_locked=True)
         #: (tenant, namespace, count) of a role's other live reporters in the given namespaces
