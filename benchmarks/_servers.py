@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -232,6 +233,22 @@ def migrate_rgadmin(workdir: Path, env: dict[str, str]) -> None:
             f"rgadmin migrate exited with {completed.returncode}:\n"
             + (completed.stderr or completed.stdout)[-3000:]
         )
+
+
+def store_check(workdir: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``rgadmin check`` on ``env``'s ``RG_DATABASE_URL``: whether the store holds what the
+    quota bound rests on, and the lines it printed (one per violation)."""
+    completed = subprocess.run(
+        [*rgadmin(), "check"],
+        cwd=workdir,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=READY_TIMEOUT_SECONDS,
+    )
+    lines = (completed.stdout + completed.stderr).strip().splitlines()
+    return {"ok": completed.returncode == 0, "exit_code": completed.returncode, "lines": lines[:20]}
 
 
 @contextlib.contextmanager

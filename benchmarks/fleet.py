@@ -111,6 +111,7 @@ from benchmarks._servers import (
     serve_rgadmin,
     server_env,
     stop,
+    store_check,
 )
 from benchmarks.quota_sim import (
     SCENARIOS,
@@ -533,6 +534,12 @@ def run(
             migrate_rgadmin(workdir, env)
             with _servers(server_processes, workdir, env) as servers:
                 result = _live(scenario, servers, key, trace)
+                # The store as the run left it: what the quota bound rests on holds.
+                result["store_check"] = store_check(workdir, env)
+                if not result["store_check"]["ok"]:
+                    result["errors"].append(
+                        "rgadmin check: " + "; ".join(result["store_check"]["lines"])
+                    )
                 result["servers"] = [
                     {
                         **entry,

@@ -107,6 +107,7 @@ from benchmarks._servers import (
     serve_rgadmin,
     server_env,
     stop,
+    store_check,
 )
 from rgspark.wire import DIMENSIONS
 
@@ -1289,12 +1290,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 version = str(row[0]) if row else "?"
             broker = spark = None
             by_processes: dict[int, dict[str, Any]] = {}
+            # After each shape, the store as it left it: what the quota bound rests on holds.
             if args.shape in ("both", "broker"):
                 broker = _broker_scale(args, layout, workdir, env, token)
+                broker["store_check"] = store_check(workdir, env)
             if args.shape in ("both", "spark"):
                 for processes in args.spark_server_processes:
                     _empty_usage(database_url)
                     by_processes[processes] = _spark(args, workdir, env, token, processes)
+                    by_processes[processes]["store_check"] = store_check(workdir, env)
                 spark = by_processes[args.spark_server_processes[0]]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -1306,7 +1310,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "broker_scale": broker,
         "spark": spark,
         **_scaling(by_processes),
-        "failed": sum(shape["failed"] for shape in (broker, *by_processes.values()) if shape),
+        "failed": sum(
+            shape["failed"] + (not shape["store_check"]["ok"])
+            for shape in (broker, *by_processes.values())
+            if shape
+        ),
         "config": {
             "quick": args.quick,
             "setup_seconds": round(setup_s, 1),
