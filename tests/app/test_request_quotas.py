@@ -68,7 +68,7 @@ class TestThrottleMaths:
     def test_a_quiet_roles_rate_decays_to_0_in_the_metrics_then_is_forgotten(self) -> None:
         clock = FakeClock(0.0)
         throttle = RequestThrottle(clock=clock)
-        metrics = Metrics(lease_s=1.0)
+        metrics = Metrics(stale_after_s=3.0)
         metrics.watch_request_rates(throttle.rates)
 
         def shown() -> float | None:
