@@ -166,7 +166,13 @@ def running_server(
     database_url = f"sqlite:///{directory / 'rg.db'}"
     upgrade_schema(database_url)
     secret_key = generate_secret_key()
-    settings = make_settings(database_url, secret_key, report_interval_seconds=report_interval_s)
+    # A usage sample a second, so that a job of a few seconds has complete moments within it.
+    settings = make_settings(
+        database_url,
+        secret_key,
+        report_interval_seconds=report_interval_s,
+        usage_history_resolution_seconds=1.0,
+    )
     with ExitStack() as stack:
         app = stack.enter_context(running_app(settings))
         url = stack.enter_context(serve(app))

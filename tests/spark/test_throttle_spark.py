@@ -194,6 +194,56 @@ def test_a_job_is_held_to_the_groups_msgs_rate(spark: SparkSession, rg_server: R
 
 
 @spark_job
+def test_the_servers_usage_history_shows_what_a_job_sent(
+    spark: SparkSession, rg_server: RGServer, tmp_path: Path
+) -> None:
+    job = rg_server.namespace(publishRateInMsgs=RATE)
+    warm_up(spark, job)
+    df = spark.range(ROWS, numPartitions=4)
+    # Each batch that leaves `throttle` is logged with the time: what went through, counted
+    # here, apart from anything the server says.
+    started = time.time()
+    bounded(spark, lambda: run(logged(throttle(df, job.client(), "publish"), tmp_path)))
+    ended = time.time()
+    sent = [line.split() for log in tmp_path.glob("*.log") for line in log.read_text().splitlines()]
+    assert sum(int(rows) for _, rows in sent) == ROWS
+
+    # Usage is complete a lease and two intervals after its moment (`complete_after_s`).
+    path = f"/admin/v2/resourcegroups/{job.group}/usage"
+    deadline = time.monotonic() + 60
+    while True:
+        found = rg_server.admin.get(path, params={"since": 120}).json()
+        resolution = found["resolutionSeconds"]
+        usage = found["dimensions"]["publishRateInMsgs"]["usage"]
+        # The moments whose window lies within the job, a second from each end (tasks start
+        # and finish there), once complete.
+        inside = [
+            (moment, used)
+            for moment, used in zip(found["times"], usage, strict=True)
+            if started + 1 <= moment - resolution and moment <= ended - 1
+        ]
+        if inside and all(used is not None for _, used in inside):
+            break
+        assert time.monotonic() < deadline, found
+        time.sleep(0.5)
+    assert len(inside) >= 3
+
+    def went(start: float, end: float) -> int:
+        return sum(int(rows) for at, rows in sent if start <= float(at) < end)
+
+    # Over the job's steady seconds together, within 5% of what went through.
+    span = (inside[0][0] - resolution, inside[-1][0])
+    total = sum(used * resolution for _, used in inside)
+    assert total == pytest.approx(went(*span), rel=0.05)
+    # Second by second, the log here sees batches of 100 rows a moment after `throttle`
+    # released them, and Spark's buffers carry a batch or three across a second's edge
+    # (measured: up to 260 rows): each second's figure is held to that.
+    for moment, used in inside:
+        seen = went(moment - resolution, moment) / resolution
+        assert abs(used - seen) <= 0.05 * seen + 300, (moment - started, used, seen)
+
+
+@spark_job
 def test_a_job_is_held_to_the_groups_bytes_rate(spark: SparkSession, rg_server: RGServer) -> None:
     df = spark.range(ROWS, numPartitions=4).selectExpr(
         "id", "id * 7 AS a", "CAST(id AS DOUBLE) / 3 AS b"
