@@ -254,9 +254,10 @@ def _populate(database_url: str, layout: Layout, spark_groups: int) -> None:
 
 def _empty_usage(database_url: str) -> None:
     """Forget the brokers' reports: the Spark server would delete them as long silent (its
-    interval is 1 s), in one big transaction and then every second over the dead rows."""
+    interval is 1 s), in one big transaction and then every second over the dead rows. Their
+    groups' sums in force and summaries go with them (a server makes a group's row anew)."""
     with psycopg.connect(database_url, autocommit=True) as connection:
-        connection.execute("TRUNCATE quota_usage, quota_reporters")
+        connection.execute("TRUNCATE quota_usage, quota_reporters, quota_groups, usage_counts")
         connection.execute("VACUUM ANALYZE")
 
 

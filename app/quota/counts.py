@@ -27,8 +27,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rgspark.wire import DIMENSIONS
-
 __all__ = ["Bucket", "UsageCounter"]
 
 Units = list[float]
@@ -62,16 +60,20 @@ class UsageCounter:
         span = min(max(covered_s, 0.0), self.span_s)
         shares = self._spread(now - span, now)
         with self._lock:
-            for group, units in used.items():
-                total = self._totals.setdefault(group, [0.0] * len(DIMENSIONS))
-                for index, amount in enumerate(units):
-                    total[index] += amount
-                for bucket, share in shares:
-                    counted = self._buckets.setdefault(bucket, {}).setdefault(
-                        group, [0.0] * len(DIMENSIONS)
-                    )
-                    for index, amount in enumerate(units):
-                        counted[index] += amount * share
+            # A broker's report of thousands of groups, spread over a minute's buckets: the
+            # buckets looked up once, each group's units added in place.
+            buckets = [(self._buckets.setdefault(b, {}), share) for b, share in shares]
+            buckets.append((self._totals, 1.0))
+            for group, (a, b, c, d) in used.items():  # the four dimensions
+                for counts, share in buckets:
+                    counted = counts.get(group)
+                    if counted is None:
+                        counts[group] = [a * share, b * share, c * share, d * share]
+                    else:
+                        counted[0] += a * share
+                        counted[1] += b * share
+                        counted[2] += c * share
+                        counted[3] += d * share
 
     def _spread(self, start: float, end: float) -> list[tuple[int, float]]:
         """The buckets that [start, end] overlaps, each with its share of the span."""
@@ -109,11 +111,7 @@ class UsageCounter:
         with self._lock:
             for bucket in buckets:
                 index = round(bucket.start / self.resolution_s)
-                counted = self._buckets.setdefault(index, {}).setdefault(
-                    bucket.group, [0.0] * len(DIMENSIONS)
-                )
-                for position, amount in enumerate(bucket.units):
-                    counted[position] += amount
+                _add(self._buckets.setdefault(index, {}), bucket.group, bucket.units, 1.0)
 
     def _take(self, indices: list[int]) -> list[Bucket]:
         taken = []
@@ -122,3 +120,12 @@ class UsageCounter:
             for group, units in self._buckets.pop(index).items():
                 taken.append(Bucket(group, start, tuple(units)))
         return taken
+
+
+def _add(counts: dict[str, Units], group: str, units: Sequence[float], share: float) -> None:
+    counted = counts.get(group)
+    if counted is None:
+        counts[group] = [amount * share for amount in units]
+    else:
+        for index, amount in enumerate(units):
+            counted[index] += amount * share

@@ -134,6 +134,7 @@ FEW_MARKERS = 100
 FEW_GROUPS = 16  # a reporter of no more groups reads their markers as they are
 _ALL_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 _ALLOCATION_AT = frozenset(ALLOCATIONS)
+_INDEXED_DIMENSIONS = tuple(enumerate(DIMENSIONS))
 _string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes a string with
 
 
@@ -430,16 +431,15 @@ def _used_by_group(
     each namespace's group, or its row, which holds it)."""
     used: dict[str, list[float]] = {}
     for key, usage in zip(keys, report.namespaces.values(), strict=True):
-        group = members.get(key)
-        if isinstance(group, Row):
-            group = group.group
+        member = members.get(key)
+        group = member.group if isinstance(member, Row) else member
         if group is None:
             continue
         summed = used.get(group)
         if summed is None:
             summed = used[group] = [0.0] * len(DIMENSIONS)
         dimensions = cast(dict[str, DimensionUsage | None], usage)
-        for index, dimension in enumerate(DIMENSIONS):
+        for index, dimension in _INDEXED_DIMENSIONS:
             figures = dimensions.get(dimension)
             if figures is not None:
                 summed[index] += figures["used"]
