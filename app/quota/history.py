@@ -49,6 +49,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    text,
     union,
     update,
 )
@@ -268,18 +269,31 @@ def write_counts(session: Session, buckets: Sequence[Bucket], writer: int) -> No
     """Add this process's (``writer``'s) counts of the buckets to the stored ones."""
     if not buckets:
         return
+    moments = [datetime.fromtimestamp(bucket.start, UTC) for bucket in buckets]
+    # Each bucket is taken once it is complete, so a row is written once; a count that
+    # arrives later still (a report handled across the moment) adds to it.
+    if session.get_bind().dialect.name == "postgresql":
+        # One statement over arrays: a broker's groups complete a bucket together, thousands
+        # of rows every resolution, which as many parameter sets cost 25 us of Python each.
+        columns = list(zip(*(bucket.units for bucket in buckets), strict=True))
+        parameters: dict[str, Any] = {
+            "groups": [bucket.group for bucket in buckets],
+            "moments": moments,
+            "writer": writer,
+            **{name: list(values) for name, values in zip(_USED_COLUMNS, columns, strict=True)},
+        }
+        session.execute(_WRITE_COUNTS_ARRAYS, parameters)
+        return
     rows = [
         {
             "resource_group": bucket.group,
-            "moment": datetime.fromtimestamp(bucket.start, UTC),
+            "moment": moment,
             "writer": writer,
             **dict(zip(_USED_COLUMNS, bucket.units, strict=True)),
         }
-        for bucket in buckets
+        for bucket, moment in zip(buckets, moments, strict=True)
     ]
     statement = _sql.insert(session, UsageCount)
-    # Each bucket is taken once it is complete, so a row is written once; a count that
-    # arrives later still (a report handled across the moment) adds to it.
     added = {
         column: getattr(UsageCount, column) + statement.excluded[column] for column in _USED_COLUMNS
     }
@@ -289,6 +303,19 @@ def write_counts(session: Session, buckets: Sequence[Bucket], writer: int) -> No
         ),
         rows,
     )
+
+
+_WRITE_COUNTS_ARRAYS = text(
+    f"INSERT INTO usage_counts (resource_group, moment, writer, {', '.join(_USED_COLUMNS)}) "
+    "SELECT g, m, :writer, "
+    + ", ".join(f"u{i}" for i in range(len(_USED_COLUMNS)))
+    + " FROM unnest(CAST(:groups AS VARCHAR[]), CAST(:moments AS TIMESTAMPTZ[]), "
+    + ", ".join(f"CAST(:{name} AS DOUBLE PRECISION[])" for name in _USED_COLUMNS)
+    + ") AS v(g, m, "
+    + ", ".join(f"u{i}" for i in range(len(_USED_COLUMNS)))
+    + ") ON CONFLICT (resource_group, moment, writer) DO UPDATE SET "
+    + ", ".join(f"{name} = usage_counts.{name} + excluded.{name}" for name in _USED_COLUMNS)
+)
 
 
 async def sample_periodically(
