@@ -217,10 +217,11 @@ def _children(pid: int) -> list[int]:
     return children
 
 
-def migrate_rgadmin(workdir: Path, env: dict[str, str]) -> None:
-    """``rgadmin migrate`` on ``env``'s ``RG_DATABASE_URL``; its output in the error if it fails."""
-    completed = subprocess.run(
-        [*rgadmin(), "migrate"],
+def _run_rgadmin(
+    workdir: Path, env: dict[str, str], command: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*rgadmin(), command],
         cwd=workdir,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -228,6 +229,11 @@ def migrate_rgadmin(workdir: Path, env: dict[str, str]) -> None:
         text=True,
         timeout=READY_TIMEOUT_SECONDS,
     )
+
+
+def migrate_rgadmin(workdir: Path, env: dict[str, str]) -> None:
+    """``rgadmin migrate`` on ``env``'s ``RG_DATABASE_URL``; its output in the error if it fails."""
+    completed = _run_rgadmin(workdir, env, "migrate")
     if completed.returncode != 0:
         raise RuntimeError(
             f"rgadmin migrate exited with {completed.returncode}:\n"
@@ -238,15 +244,7 @@ def migrate_rgadmin(workdir: Path, env: dict[str, str]) -> None:
 def store_check(workdir: Path, env: dict[str, str]) -> dict[str, Any]:
     """``rgadmin check`` on ``env``'s ``RG_DATABASE_URL``: whether the store holds what the
     quota bound rests on, and the lines it printed (one per violation)."""
-    completed = subprocess.run(
-        [*rgadmin(), "check"],
-        cwd=workdir,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=READY_TIMEOUT_SECONDS,
-    )
+    completed = _run_rgadmin(workdir, env, "check")
     lines = (completed.stdout + completed.stderr).strip().splitlines()
     return {"ok": completed.returncode == 0, "exit_code": completed.returncode, "lines": lines[:20]}
 
