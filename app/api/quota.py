@@ -7,6 +7,7 @@ workers report to this server, which shares each group's quota among them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from datetime import UTC, datetime
@@ -140,10 +141,14 @@ def _expiry_due(state: AppState, now: float) -> bool:
 
 
 async def _expire(state: AppState, now: float) -> None:
-    """Forget the reporters silent at ``now``: a transaction of its own, after any report's
+    """Forget the reporters silent at ``now``, if any: a transaction of its own, after any report's
     (whose locks are then released, so the two never wait on each other's in a cycle). Should
     it fail (the database is away), the next interval tries again."""
     silent_since = datetime.fromtimestamp(now, UTC)
+    with contextlib.suppress(DBAPIError):  # if the database is away, the write says so
+        # A read first: looking often costs no write (SQLite's writers take turns).
+        if not await deps.looking(state.sessions, reporters.any_silent, silent_since):
+            return
     await _upkeep(
         state, "forget silent reporters", reporters.expire, silent_since, state.report_cache
     )
