@@ -41,6 +41,9 @@ class TestSession:
             "resourceGroups": ["a", "b"],
             "usageResolutionSeconds": 10.0,
             "usageRetentionSeconds": 3600.0,
+            # A lease (8 s) and two report intervals (1 s each), and a second's leeway to
+            # write each process's counts, then a second for the write.
+            "usageCompleteAfterSeconds": 12.0,
         }
 
     @pytest.fixture
