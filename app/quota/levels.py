@@ -21,7 +21,6 @@ group's row exactly (see `app.quota.store`), so the quota bound never rests on i
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -207,10 +206,6 @@ class GroupSummary:
         holds is read only that far: a broker's report reads thousands, most of which
         (a group of a few reporters, each of which changes it) no longer hold."""
         raw = json.loads(text)
-        if isinstance(raw, dict):
-            summary = _from_objects(raw)
-            held = summary if summary.holds(marker, quotas, changing=changing) else None
-            return held, summary.as_previous()
         stored, units, grants, _, dimensions, *woken = raw
         before = tuple(None if d is None else d[0] for d in dimensions)
         # As `holds` has it.
@@ -236,12 +231,8 @@ class GroupSummary:
 
     @classmethod
     def from_json(cls, text: str) -> GroupSummary:
-        """The summary of `to_json`'s JSON, or of the objects it wrote before (whose
-        infinite levels were nulls)."""
-        raw = json.loads(text)
-        if isinstance(raw, dict):
-            return _from_objects(raw)
-        return cls._of(raw)
+        """The summary of `to_json`'s JSON."""
+        return cls._of(json.loads(text))
 
     @classmethod
     def _of(cls, raw: list[Any]) -> GroupSummary:
@@ -318,37 +309,6 @@ def _levels_json(levels: Levels, shortfall: float) -> str | None:
     return (
         f"[{quota_text},{level_text},{{{','.join(namespaces)}}},"
         f"{room_text},{shortfall_text},{'true' if unknown else 'false'}"
-    )
-
-
-def _from_objects(raw: dict[str, Any]) -> GroupSummary:
-    units = raw["units"]
-    return GroupSummary(
-        raw["marker"],
-        units,
-        raw["grants"],
-        raw["reporters"],
-        tuple(
-            None if d is None else DimensionSummary(_levels_of(d, units), d["usage"], d["demand"])
-            for d in raw["dimensions"]
-        ),
-        tuple(None if w is None else _levels_of(w, units) for w in raw.get("woken", ())),
-    )
-
-
-def _unlevel(value: float | None) -> float:
-    return math.inf if value is None else value
-
-
-def _levels_of(raw: dict[str, Any], reporters: int) -> Levels:
-    return Levels(
-        raw["quota"],
-        reporters,
-        _unlevel(raw["level"]),
-        {ns: _unlevel(level) for ns, level in raw["namespaces"].items()},
-        raw["room"],
-        raw["shortfall"],
-        raw["unknown"],
     )
 
 

@@ -8,6 +8,10 @@ A group's usage in its history is the units its reporters said they used, counte
 bucket of the history's resolution by each server process (`usage_counts`), no longer the
 sum of the rates of its reporters' last reports: the samples' usage columns go. The samples
 stored before keep their other figures; their moments show no usage.
+
+Groups' summaries stored in the objects form of their first format are dropped (soft state:
+a group without one is summarized anew from its rows at its next plan), so that only the
+current form is read.
 """
 
 from collections.abc import Sequence
@@ -36,6 +40,7 @@ def upgrade() -> None:
     with op.batch_alter_table("usage_samples") as batch:
         for dimension in DIMENSIONS:
             batch.drop_column(f"{dimension}_usage")
+    op.execute("UPDATE quota_groups SET levels = NULL WHERE levels LIKE '{%'")
 
 
 def downgrade() -> None:
