@@ -589,8 +589,7 @@ class Reporter:
             admin.close()
 
     def close(self) -> None:
-        """Stop reporting, report what was used since the last report, and release this
-        process's shares, so others get them at once."""
+        """Stop reporting and release this process's shares, so others get them at once."""
         self._stop.set()
         self._wake.set()
         self._answered.set()  # a watcher waiting for its groups stops now
@@ -599,23 +598,11 @@ class Reporter:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            if self._final_report_due():
-                self.run_once()
             self.admin.release(self.reporter_id)
         except AdminServerError as exc:
             logger.info("rgspark: could not release reporter %s: %s", self.reporter_id, exc)
         finally:
             self.admin.close()
-
-    def _final_report_due(self) -> bool:
-        """Whether closing reports what was used since the last report first, so that the
-        server's figures hold what went through: not to a server that failed or never
-        answered, nor before its throttle time has passed (KIP-124)."""
-        return (
-            self.reached_at is not None
-            and not self.failures
-            and self._wall_clock() >= self._not_before
-        )
 
     def _wait(self) -> None:
         """Wait until `due_in` says the next report is due, or the reporter is closed."""
