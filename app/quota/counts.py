@@ -12,8 +12,8 @@ up per group and dimension, twice:
   resolution, so that a steady worker's report of a whole lease does not land in one sample.
   A bucket is complete once no report can still cover it: a report covers at most
   `span_s` (the longest a reporter stays alive between reports), so ``span_s`` after the
-  bucket ends. Then each server process writes its part (`app.quota.history.flush`), and the
-  history sums every process's.
+  bucket ends. Then each server process writes its part (`app.quota.history.write_counts`),
+  and the history sums every process's.
 
 A report covering more than ``span_s`` (its worker was cut off from the server, and
 enforced on its own meanwhile) is counted over the last ``span_s`` of it: the units went
