@@ -92,6 +92,14 @@ def complete_after_s(app: FastAPI) -> float:
     return history.complete_after_s(state_of(app).settings)
 
 
+def complete_counts(servers: list[FastAPI], clock: FakeClock, after: float) -> None:
+    """Move the clock to when the usage of the moment ``after`` is complete, and write
+    every process's counts by then."""
+    clock.now = after + complete_after_s(servers[0])
+    for app in servers:
+        write_counts(app, clock.now)
+
+
 def usage(
     app: FastAPI, headers: dict[str, str], group: str = "rg", **params: Any
 ) -> httpx.Response:
@@ -132,9 +140,7 @@ class TestSampling:
             {"namespace": "t/own", "source": "namespace", "reporters": 1},
             {"namespace": "u/ns", "source": "default", "reporters": 1},
         ]
-        clock.now += complete_after_s(servers[0])
-        for app in servers:
-            write_counts(app, clock.now)
+        complete_counts(servers, clock, clock.now)
 
         found = read(servers[1], auth)
         assert found["resourceGroup"] == "rg"
@@ -360,9 +366,7 @@ class TestWhatWentThrough:
             reported = charged
         end = clock.now
         assert sample(servers[1], end)
-        clock.now = end + complete_after_s(servers[0])
-        for app in servers:
-            write_counts(app, clock.now)
+        complete_counts(servers, clock, end)
 
         found = read(servers[0], auth)
         usage = found["dimensions"]["publishRateInMsgs"]["usage"]
@@ -384,9 +388,7 @@ class TestWhatWentThrough:
             report(servers[1], auth("job"), "b", body(clock, 200, ns="u/ns"))
         stopped = clock.now
         assert sample(servers[0], stopped)
-        clock.now = stopped + complete_after_s(servers[0])
-        for app in servers:
-            write_counts(app, clock.now)
+        complete_counts(servers, clock, stopped)
         before = read(servers[0], auth)
         at_stop = before["times"].index(stopped)
         assert before["reporters"][at_stop] == 2
@@ -401,9 +403,7 @@ class TestWhatWentThrough:
         )
         clock.now = max(clock.now, gone - gone % RESOLUTION_S + RESOLUTION_S)
         assert sample(servers[1], clock.now)
-        clock.now += complete_after_s(servers[0])
-        for app in servers:
-            write_counts(app, clock.now)
+        complete_counts(servers, clock, clock.now)
         found = read(servers[0], auth)
         msgs = found["dimensions"]["publishRateInMsgs"]
         assert found["reporters"][-1] == 0
