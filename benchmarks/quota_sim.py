@@ -12,7 +12,7 @@ its wins, ties and losses against each, per metric and in all.
 Virtual time, no sleeping. Every reporter is a worker process as rgspark runs it, on the
 simulation's fake clock: a real `rgspark` `NamespaceQuota` (its `TokenBucket` behind its
 `Limiter`, and its demand estimators) and a real `Reporter`, whose `AdminClient` talks
-through an ``httpx.MockTransport`` to the simulated server below. Work is charged through
+through an ``httpx.MockTransport`` to the server below. Work is charged through
 `NamespaceQuota.charge` in slices of 10 ms of work; a worker consumes at most its demand:
 unthrottled it works through its demand without pause, throttled it waits what `charge`
 says before its next slice. A worker process starts when its reporter joins, plus a
@@ -29,30 +29,36 @@ an answer asks for them, early when demand moved or a task started (an idle work
 running out included) or the server pushed a change, never more often than the reporter
 allows. The server pushes a change as its long poll on changes does (`app.quota.changes`),
 `POLL_S` after it happened, through `Reporter.changed`: a quota change to every worker under
-each algorithm, a wake (below) under the project's. With
-``--periodic-reports``, a reporter instead reports once per interval only, and the server
-never asks for an earlier one. ``reports_per_reporter_s`` is the load that puts on the
-server.
+each algorithm, and under the project's a wake too (the group's wake moved: its shares
+did). With ``--periodic-reports``, a reporter instead reports once per interval, whatever
+the answers ask (and at once when a change is pushed). ``reports_per_reporter_s`` is the
+load that puts on the server.
 
-The simulated server keeps the fresh reports as the store does (a reporter's usage and
-demand are recorded anew only when one moved by 5%: `rgspark.wire.moved`; a reporter
-is gone two intervals after its lease ran out; a released one at once) and answers the
-reporting reporter only, with the algorithm's rate for ``publishMsgs`` (the other
+The server of each algorithm, for one group that limits ``publishMsgs`` (the other
 dimensions unlimited):
 
-- ``project``: `app.quota.allocator` as the store runs it, each report in its namespace: the
-  grant from the group's summary (made anew, once something changed, every 32nd of the
-  group's reporters granted from it) and the allocations in force, its fallback, and when
-  to report next; a lease (`app.quota.leases`) for a reporter that changed nothing, and a
-  wake of every reporter when a new summary moved the shares, or a leaving reporter freed
-  2% of the allocations in force; a fall counted in force until the reporter's next report
-  says it applied it.
+- ``project``: the admin server's own report path (`benchmarks._store_server`), not a copy
+  of it: each report is stored and answered by `app.quota.store.submit`, a release by
+  `app.quota.reporters.release`, and four times an interval (and at least once a second)
+  silent reporters are looked for as the server's upkeep loop does (`reporters.expire`),
+  on a SQLite database in memory built by the migrations, in one server process's cache, at
+  the simulation's time; a quota change is the admin update of the group. So the figures
+  held, leases, summaries, falls counted in force until applied and wakes are the store's
+  own. After each of these, the server reads what the long poll on changes reads (the admin
+  generation and the group's wake): what moved is pushed as above.
 - ``pulsar``: Pulsar's calculator, quota x own usage / total usage; the full quota when its
   own or the total usage is 0.
 - ``static``: quota / number of reporters.
 
-All three run the same reporters, so only the server's answer differs. Simultaneous events
-run in this order: quota changes, leaves, joins, reports (by start-up delay), work.
+The baselines' server keeps the fresh reports as the store does (a reporter's usage and
+demand are recorded anew only when one moved by 5%: `rgspark.wire.moved`; a reporter is
+gone two intervals after the interval its answer held for; a released one at once), and
+answers the reporting reporter only, to report again in an interval: no lease, no fall
+counted in force, no wake.
+
+All three run the same reporters, so only the server differs. Simultaneous events run in
+this order: quota changes, leaves, joins, the server's look for silent reporters, reports
+(by start-up delay), work.
 
 Scenarios may give a reporter a ``"namespace"`` (default: ``default`` for all); the ideal is
 then max-min fair among namespaces by their total demand, and within each namespace among
@@ -90,7 +96,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import httpx
 
@@ -98,20 +104,19 @@ import httpx
 try:
     from rgspark._admin import AdminClient
     from rgspark._reporter import NamespaceQuota, Reporter
-    from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, GRACE_INTERVALS, fell, moved
+    from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
     from rgspark._admin import AdminClient
     from rgspark._reporter import NamespaceQuota, Reporter
-    from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, GRACE_INTERVALS, fell, moved
+    from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
 
 from app.config import Settings
-from app.quota.allocator import EARLY_REPORT, Levels, Report, grant, summarize
 from app.quota.changes import POLL_S
 from app.quota.fair import max_min_fair
-from app.quota.leases import LEAVE_WAKE, lease_s, shares_moved
-from app.quota.levels import SUMMARY_SHARE
+from app.quota.history import WRITE_EVERY_S
+from benchmarks._store_server import StoreServer
 
 ALGORITHMS = ("project", "pulsar", "static")
 BASELINES = ("pulsar", "static")
@@ -129,8 +134,9 @@ KIND = "publish"
 DIMENSION = "publishMsgs"  # the one the group limits; the others are unlimited
 SERVER = "http://quota-sim"
 
-# Same-moment events run in this order: the quota and membership first, then reports, then work.
-_QUOTA, _LEAVE, _JOIN, _REPORT, _WORK = range(5)
+# Same-moment events run in this order: the quota and membership first, then the server's
+# look for silent reporters, then reports, then work.
+_QUOTA, _LEAVE, _JOIN, _UPKEEP, _REPORT, _WORK = range(6)
 
 
 @dataclass(frozen=True)
@@ -207,196 +213,113 @@ class Scenario:
         return {t: found[t] for t in sorted(found) if t < self.duration_s}
 
 
-# --- the server: the store's fresh reports, answered with one algorithm ---------------------
+# --- the servers -----------------------------------------------------------------------------
+
+
+class _Server(Protocol):
+    """What the simulation needs of a server: its ``/quota/v1`` as an ``httpx.MockTransport``
+    handler, the reports each reporter sent, the admin's quota change, and ``on_change``,
+    called when the workers' long poll on changes would answer (``admin``: the admin state
+    changed; else a group's shares did)."""
+
+    received: Counter[str]
+    on_change: Callable[[bool], None]
+
+    def __call__(self, request: httpx.Request) -> httpx.Response: ...
+
+    def set_quota(self, quota: float) -> None: ...
+
+
+class Held(NamedTuple):
+    """A reporter's figures as a baseline's server keeps them, in units per second."""
+
+    usage: float
+    demand: float
 
 
 class Reply(NamedTuple):
-    """An algorithm's answer to the reporter that reported."""
+    """A baseline's answer to the reporter that reported."""
 
     rate: float
     fallback: float
-    after_s: float
-    """When to report next."""
-    woken: bool = False
-    """Whether the group's shares moved enough to wake every reporter (`app.quota.leases`)."""
 
 
-# (quota, fresh reports, the reporter answered, interval) -> its reply
-Answer = Callable[[float, Sequence[Report], str, float], Reply]
+# (quota, each live reporter's held figures, the reporter answered) -> its reply
+Answer = Callable[[float, Mapping[str, Held], str], Reply]
 
 
-class _Project:
-    """`app.quota.allocator` as the store runs it (`app.quota.store`): each grant from the
-    group's summary (`summarize`), made anew once something it reads changed and a
-    `SUMMARY_SHARE` of the reporters it saw were granted from it, and from the sum of the
-    allocations in force, read exactly; an allocation that moved by less than 0.1% is kept
-    as it was. A new summary whose shares moved since the last wake's wakes the group."""
-
-    def __init__(self) -> None:
-        self.levels: Levels | None = None
-        self.woken: Levels | None = None  # the levels of the last wake
-        self.grants = 0
-        self.seen: dict[str, Report] = {}
-        self.changed = True
-
-    def __call__(
-        self, quota: float, reports: Sequence[Report], reporter: str, interval_s: float
-    ) -> Reply:
-        seen = {report.reporter: report for report in reports}
-        self.changed = self.changed or seen != self.seen
-        levels = self.levels
-        woken = False
-        if (
-            levels is None
-            or levels.quota != quota
-            or (self.changed and self.grants >= SUMMARY_SHARE * levels.reporters)
-        ):
-            levels = self.levels = summarize(quota, reports)
-            self.grants, self.changed = 0, False
-            before = self.woken
-            woken = before is not None and before.quota == quota and shares_moved(before, levels)
-            if before is None or before.quota != quota or woken:
-                self.woken = levels
-        self.grants += 1
-        mine = seen[reporter]
-        given = grant(levels, mine, sum(report.allocation or 0.0 for report in reports))
-        rate = given.rate
-        if mine.allocation is not None and not moved(mine.allocation, rate, ALLOCATION_CHANGE):
-            rate = mine.allocation
-        self.levels = levels.settled(mine, rate)
-        self.seen = {**seen, reporter: replace(mine, allocation=rate)}
-        return Reply(rate, given.fair, given.report_after(interval_s), woken)
-
-
-def _pulsar(quota: float, reports: Sequence[Report], reporter: str, interval_s: float) -> Reply:
-    total = sum(r.usage for r in reports)
-    own = next(r.usage for r in reports if r.reporter == reporter)
+def _pulsar(quota: float, held: Mapping[str, Held], reporter: str) -> Reply:
+    total = sum(figures.usage for figures in held.values())
+    own = held[reporter].usage
     rate = quota if own == 0 or total == 0 else quota * own / total
-    return Reply(rate, quota / len(reports), interval_s)
+    return Reply(rate, quota / len(held))
 
 
-def _static(quota: float, reports: Sequence[Report], reporter: str, interval_s: float) -> Reply:
-    return Reply(quota / len(reports), quota / len(reports), interval_s)
+def _static(quota: float, held: Mapping[str, Held], reporter: str) -> Reply:
+    return Reply(quota / len(held), quota / len(held))
 
 
-# Each server gets an answer of its own: the project's keeps a summary.
-ANSWERS: dict[str, Callable[[], Answer]] = {
-    "project": _Project,
-    "pulsar": lambda: _pulsar,
-    "static": lambda: _static,
-}
+BASELINE_ANSWERS: dict[str, Answer] = {"pulsar": _pulsar, "static": _static}
 
 
-class _Server:
-    """The admin server's ``/quota/v1`` for one group, as an ``httpx.MockTransport`` handler.
-
-    It keeps each reporter's latest report as the store does, held unless a figure moved,
-    forgets reporters whose lease and grace ran out and released ones, and answers with the
-    algorithm's rate for `DIMENSION` (and, unless `adaptive`, never asks for an early report).
-    With ``store`` (the project's server, as `app.quota.store` runs), a reporter that changed
-    nothing gets a lease of `LEASE_S`, `on_wake` is called when the group's reporters must
-    report (a wake), and a fall is counted in force until the reporter says it applied it
-    (it is asked to report again soon, as when it waits).
-    """
+class _Baseline:
+    """The admin server's ``/quota/v1`` for one group as a baseline would run it, as an
+    ``httpx.MockTransport`` handler: each reporter's latest figures held as the store holds
+    them, unless one moved; reporters forgotten once released, or silent for the interval
+    their answer held and two more; the reporting one answered with the baseline's rate for
+    `DIMENSION`, to report again in an interval."""
 
     def __init__(
-        self,
-        answer: Answer,
-        quota: float,
-        interval_s: float,
-        clock: Callable[[], int],
-        *,
-        adaptive: bool = True,
-        store: bool = False,
+        self, answer: Answer, quota: float, interval_s: float, clock: Callable[[], int]
     ) -> None:
         self.answer = answer
         self.quota = quota
         self.interval_s = interval_s
         self.clock = clock
-        self.adaptive = adaptive
-        self.store = store
-        self.on_wake: Callable[[], None] = lambda: None
-        self.reports: dict[str, Report] = {}
+        self.on_change: Callable[[bool], None] = lambda admin: None
+        self.held: dict[str, Held] = {}
         self.until_ns: dict[str, int] = {}
         self.received: Counter[str] = Counter()
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         reporter = request.url.path.split("/")[4]
         if request.method == "DELETE":
-            self._leave([reporter])
+            self.held.pop(reporter, None)
             return httpx.Response(204)
         self.received[reporter] += 1
         body = json.loads(request.content)
         ((key, figures),) = body["namespaces"].items()
         return httpx.Response(200, json=self._report(reporter, key, figures, body["intervalMs"]))
 
-    def _leave(self, reporters: list[str]) -> None:
-        """Forget reporters; wake the others if one freed `LEAVE_WAKE` of the sum in force."""
-        in_force = sum(report.allocation or 0.0 for report in self.reports.values())
-        freed = [self.reports.pop(r).allocation or 0.0 for r in reporters if r in self.reports]
-        if self.store and any(rate >= LEAVE_WAKE * in_force > 0 for rate in freed):
-            self.on_wake()
+    def set_quota(self, quota: float) -> None:
+        self.quota = quota
+        self.on_change(True)
 
     def _report(
         self, reporter: str, key: str, figures: dict[str, Any], interval_ms: int
     ) -> dict[str, Any]:
         now = self.clock()
-        self._leave([r for r in self.reports if self.until_ns[r] < now])
+        self.held = {r: held for r, held in self.held.items() if self.until_ns[r] >= now}
         mine = figures.get(DIMENSION, {"used": 0, "demand": 0.0})
-        usage = mine["used"] * 1000 / interval_ms
-        demand = float(mine["demand"])
-        stored = self.reports.get(reporter)
-        held = stored is not None and not (
-            moved(stored.usage, usage) or moved(stored.demand, demand)
-        )
-        if stored is not None and held:
-            usage, demand = stored.usage, stored.demand  # held, as the store holds them
-        namespace = key.split("/", 1)[1]
-        current = None if stored is None else stored.allocation
-        # As the store: a fall is counted in force until the worker says it applied it.
-        enforced = mine.get("allocation")
-        released = (
-            self.store
-            and current is not None
-            and enforced is not None
-            and enforced >= 0
-            and fell(current, enforced)
-        )
-        if released:
-            current = enforced
-        self.reports[reporter] = Report(reporter, usage, demand, current, namespace)
-        rate, fallback, after_s, woken = self.answer(
-            self.quota, list(self.reports.values()), reporter, self.interval_s
-        )
-        rate = max(rate, MIN_RATE)
-        kept = rate
-        if self.store and current is not None and enforced is not None and rate < current:
-            kept, after_s = current, min(after_s, EARLY_REPORT * self.interval_s)
-        self.reports[reporter] = replace(self.reports[reporter], allocation=kept)
-        if not self.adaptive:
-            after_s = self.interval_s
-        # As the store: a reporter that changed nothing, and waits for nothing, holds a lease.
-        quiet = held and not released and rate == current and after_s >= self.interval_s
-        lease = lease_s(
-            steady=self.store and quiet, interval_s=self.interval_s, max_lease_s=LEASE_S
-        )
-        if lease > self.interval_s:
-            after_s = lease
-        self.until_ns[reporter] = now + round((lease + GRACE_INTERVALS * self.interval_s) * NS)
-        if woken:
-            self.on_wake()
+        fresh = Held(mine["used"] * 1000 / interval_ms, float(mine["demand"]))
+        stored = self.held.get(reporter)
+        if stored is None or moved(stored.usage, fresh.usage) or moved(stored.demand, fresh.demand):
+            self.held[reporter] = fresh
+        rate, fallback = self.answer(self.quota, self.held, reporter)
+        self.until_ns[reporter] = now + round((1 + GRACE_INTERVALS) * self.interval_s * NS)
         unlimited = dict.fromkeys(DIMENSIONS, -1.0)
+        interval_ms = max(1, round(self.interval_s * 1000))
         return {
             "accepted": True,
-            "reportIntervalMs": max(1, round(after_s * 1000)),
-            "reportPeriodMs": max(1, round(self.interval_s * 1000)),
-            "leaseMs": max(1, round(lease * 1000)),
-            "confirmFalls": self.store,
+            "reportIntervalMs": interval_ms,
+            "reportPeriodMs": interval_ms,
+            "leaseMs": interval_ms,
+            "confirmFalls": False,
             "namespaces": {
                 key: {
                     "resourceGroup": TENANT,
                     "limits": None,
-                    "allocations": {**unlimited, DIMENSION: rate},
+                    "allocations": {**unlimited, DIMENSION: max(rate, MIN_RATE)},
                     "fallbackAllocations": {**unlimited, DIMENSION: max(fallback, MIN_RATE)},
                 }
             },
@@ -432,15 +355,21 @@ class Simulation:
         self.now = 0
         self.end = round(scenario.duration_s * NS)
         self.interval = round(scenario.interval_s * NS)
-        self.server = _Server(
-            ANSWERS[algorithm](),
-            scenario.quota,
-            scenario.interval_s,
-            self.clock,
-            adaptive=adaptive,
-            store=algorithm == "project",
-        )
-        self.server.on_wake = partial(self._push, admin=False)
+        self.store: StoreServer | None = None
+        self.server: _Server
+        if algorithm == "project":
+            self.server = self.store = StoreServer(
+                scenario.quota,
+                scenario.interval_s,
+                self.wall_clock,
+                tenant=TENANT,
+                spaces=[m.namespace for m in scenario.members],
+                max_lease_s=LEASE_S,
+            )
+        else:
+            answer = BASELINE_ANSWERS[algorithm]
+            self.server = _Baseline(answer, scenario.quota, scenario.interval_s, self.clock)
+        self.server.on_change = self._push
         spread = round(self.interval * START_SPREAD)
         self.workers = [
             _Worker(m, round(m.join_s * NS) + _offset_ns(m.id, seed, spread))
@@ -459,14 +388,23 @@ class Simulation:
 
     def run(self) -> Simulation:
         for at_s, quota in self.scenario.quota_changes:
-            self._at(round(at_s * NS), _QUOTA, 0, partial(self._set_quota, quota))
+            self._at(round(at_s * NS), _QUOTA, 0, partial(self.server.set_quota, quota))
         for w in self.workers:
             self._at(w.start_ns, _JOIN, w.start_ns, partial(self._join, w))
             if w.member.leave_s is not None:
                 self._at(round(w.member.leave_s * NS), _LEAVE, 0, partial(self._leave, w))
-        while self._queue and self._queue[0][0] < self.end:
-            self.now, *_, action = heapq.heappop(self._queue)
-            action()
+        if self.store is not None:
+            # As the server's upkeep loop (`app.api.quota.keep_up`) looks for silent reporters.
+            every = round(min(WRITE_EVERY_S, self.scenario.interval_s / 4) * NS)
+            for at in range(every, self.end, every):
+                self._at(at, _UPKEEP, 0, self.store.expire)
+        try:
+            while self._queue and self._queue[0][0] < self.end:
+                self.now, *_, action = heapq.heappop(self._queue)
+                action()
+        finally:
+            if self.store is not None:
+                self.store.close()
         self.now = self.end
         for w in self.workers:
             if w.active:
@@ -477,11 +415,7 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._queue, (time_ns, order, tiebreak, self._seq, action))
 
-    def _set_quota(self, quota: float) -> None:
-        self.server.quota = quota
-        self._push(admin=True)
-
-    def _push(self, *, admin: bool) -> None:
+    def _push(self, admin: bool) -> None:
         """The server answers every worker's long poll on changes (`app.quota.changes`)
         once its poll read the change, within `POLL_S`."""
         at = self.now + round(POLL_S * NS)

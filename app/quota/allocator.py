@@ -44,13 +44,13 @@ force ``a_i`` (0 before its first):
    are applied together or one by one as reporters report, except a quota cut, which
    reaches each reporter only at its next report.
 4. **Report again soon.** A reporter should report again after an eighth of the interval
-   rather than a whole one (`Grant.report_after`) when it is new, when its grant is short of
-   its fair share (it waits for others to shrink: it then rises soon after they do, instead
-   of up to an interval later, which keeps convergence within 3 intervals), and when it
-   wants more than its share while some reporter's demand is still unknown (that share is
-   about to grow, as soon as the unknown demands turn out smaller than a share). These are
-   transients, so the extra reports are few: 5-15% more than one per interval in the
-   simulator's scenarios.
+   (`EARLY_REPORT`) rather than a whole one (`granted` says which) when it is new, when its
+   grant is short of its fair share (it waits for others to shrink: it then rises soon
+   after they do, instead of up to an interval later, which keeps convergence within 3
+   intervals), and when it wants more than its share while some reporter's demand is still
+   unknown (that share is about to grow, as soon as the unknown demands turn out smaller
+   than a share). These are transients, so the extra reports are few: 5-15% more than one
+   per interval in the simulator's scenarios.
 
 **Held figures.** The allocator is given each reporter's demand as last *recorded*, and a
 new figure is recorded only when it moved by `SIGNIFICANT_CHANGE` (5%) or more (`moved`: both
@@ -58,7 +58,7 @@ in `rgspark.wire`, as the reporters' side of the rule uses them too).
 Measured demand always jitters a little; were every jitter fed in, every plan would move
 every allocation a little, every report would rewrite its rows, and no answer could be
 reused. Held, a steady group's inputs stay the same from one report to the next, and so do
-its grants: `plan` is a function of its inputs alone. A 5% error in a demand moves a fair
+its grants: `granted` is a function of its inputs alone. A 5% error in a demand moves a fair
 share by less than 5%, well inside what the shares must meet.
 
 A demand of `UNKNOWN_DEMAND` (1e18, the most a report carries) or more, or `math.inf`, is unknown:
@@ -66,15 +66,15 @@ what a reporter says before it has measured anything. It counts as unbounded, so
 reporter is owed an equal share until its next report, soon after, says what it really
 wants.
 
-**Burst.** A reporter's bucket should hold ``BURST_S`` = 0.1 s of its rate (`Grant.capacity`),
-not the default second, and start empty. The burst is what a reporter consumes on top of its
-rate after running below it, so it lands on top of every other reporter's share: a second's
-worth, with every reporter waking at once, doubles the group's rate for a second. A tenth of
-a second bounds that at 10% even then, and at a few percent for the one or two reporters
-that change at a time. Less would hold a steady worker back between the slices it charges
-(the Spark helpers charge about 100 ms of rate at a time), which costs latency and makes its
-demand look higher than it is. Starting empty keeps a fleet of processes that start together
-from each bursting at once.
+**Burst.** A reporter's bucket should hold ``BURST_S`` = 0.1 s of its rate (`rgspark.wire`),
+not the default second, and start empty; rgspark's do. The burst is what a reporter consumes
+on top of its rate after running below it, so it lands on top of every other reporter's
+share: a second's worth, with every reporter waking at once, doubles the group's rate for a
+second. A tenth of a second bounds that at 10% even then, and at a few percent for the one
+or two reporters that change at a time. Less would hold a steady worker back between the
+slices it charges (the Spark helpers charge about 100 ms of rate at a time), which costs
+latency and makes its demand look higher than it is. Starting empty keeps a fleet of
+processes that start together from each bursting at once.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from app.quota.fair import water_level
-from rgspark.wire import BURST_S, UNKNOWN_DEMAND
+from rgspark.wire import UNKNOWN_DEMAND
 
 FLOOR = 0.01  # of an equal share: the least any reporter is allocated
 PROBE = 0.02  # of a share, and of the quota in all: newcomers' start when none is free
@@ -93,48 +93,11 @@ WAITING = 0.95  # a grant below this fraction of the fair share waits for headro
 EARLY_REPORT = 0.125  # of an interval: when a waiting reporter should report again
 
 
-@dataclass(frozen=True, slots=True)
-class Report:
-    """What one reporter said in its latest fresh report, for one dimension of one group."""
-
-    reporter: str
-    usage: float
-    """Units per second it used over its last report interval."""
-    demand: float
-    """Units per second it would have used unthrottled (usage plus what it was held back
-    from); `UNKNOWN_DEMAND` or more (`math.inf` too) when it does not know yet."""
-    allocation: float | None
-    """The rate it enforces now, as last granted; None before its first grant."""
-    namespace: str = ""
-    """The namespace it reports for: the quota is split between namespaces first."""
-
-
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """One reporter's answer: its rate, its fair share, and whether to report again soon."""
-
-    rate: float
-    """Units per second the reporter may use from now on."""
-    fair: float
-    """Its max-min fair share of the quota given every reporter's demand."""
-    early: bool
-    """Whether to report again soon: see step 4 of the module's maths."""
-
-    @property
-    def capacity(self) -> float:
-        """The burst the reporter's bucket should hold: `BURST_S` seconds of its rate."""
-        return self.rate * BURST_S
-
-    def report_after(self, interval_s: float) -> float:
-        """Seconds until the reporter should report again, for a report interval."""
-        return interval_s * EARLY_REPORT if self.early else interval_s
-
-
 @dataclass(frozen=True, slots=True, init=False)
 class Levels:
     """What every grant of a group needs to know of all its reporters (steps 1-3), computed
-    from all of them at once (`summarize`, O(n)) so that each reporter's grant is then a few
-    operations on its own figures (`grant`, O(1)).
+    from all of them at once (`summarize_columns`, O(n)) so that each reporter's grant is
+    then a few operations on its own figures (`granted`, O(1)).
 
     Fair shares are ``f_i = min(max(d_i, φ), λ)``, where ``λ`` is the water level of the
     reporter's namespace (`namespace_levels`; `group_level`, the namespaces' own level, for
@@ -183,25 +146,12 @@ class Levels:
         _set_equal(self, equal)
         _set_floor(self, FLOOR * equal)
 
-    def share(self, report: Report) -> float:
-        """The reporter's max-min fair share, namespaces first (step 1)."""
-        return self.share_of(report.namespace, report.demand)
-
     def share_of(self, namespace: str, demand: float) -> float:
-        """`share`, of a reporter's namespace and demand."""
+        """A reporter's max-min fair share, namespaces first (step 1), of its namespace and
+        demand."""
         level = self.namespace_levels.get(namespace, self.group_level)
         floor = self.floor
         return min(demand if demand > floor else floor, level)
-
-    def settled(self, report: Report, rate: float) -> Levels:
-        """The levels once the reporter of ``report`` has ``rate`` in force: what it lacks
-        of its target counts in the shortfall instead of what it lacked before, so that the
-        next grant from these levels shares the headroom as a fresh summary would."""
-        return self.with_shortfall(
-            self.settled_shortfall(
-                self.shortfall, report.namespace, report.demand, report.allocation, rate
-            )
-        )
 
     def settled_shortfall(
         self,
@@ -211,8 +161,11 @@ class Levels:
         allocation: float | None,
         rate: float,
     ) -> float:
-        """`settled`'s shortfall, from ``shortfall`` (these levels' own, or one settled
-        from them already), for a reporter's namespace, demand and allocation."""
+        """The shortfall once a reporter of ``namespace`` and ``demand`` that had
+        ``allocation`` in force has ``rate``: what it lacks of its target counts instead of
+        what it lacked before, so that the next grant from these levels shares the headroom
+        as a fresh summary would. From ``shortfall``: these levels' own, or one settled from
+        them by the grants before."""
         target = self.share_of(namespace, demand) * self.room
         lacked = max(target - (allocation or 0.0), 0.0)
         return max(shortfall - lacked + max(target - rate, 0.0), 0.0)
@@ -243,34 +196,20 @@ class Levels:
 ) = (getattr(Levels, field.name).__set__ for field in fields(Levels))
 
 
-def summarize(quota: float, reports: Sequence[Report]) -> Levels:
-    """A group's `Levels` from all of its reporters' fresh reports (at least one).
-
-    Raises ValueError as `plan` does.
-    """
-    if not 0 < quota < math.inf:
-        raise ValueError(f"quota must be a positive, finite rate, not {quota!r}")
-    _check(reports)
-    if not reports:
-        raise ValueError("a group's levels need at least one report")
-    return _summarized(
-        quota,
-        [report.namespace for report in reports],
-        [report.demand for report in reports],
-        [report.allocation for report in reports],
-    )
-
-
 def summarize_columns(
     quota: float,
     namespaces: Sequence[str],
     demands: Sequence[float],
     allocations: Sequence[float | None],
 ) -> Levels:
-    """`summarize`, of reports given as columns (each reporter's namespace, demand and
-    allocation, in the reports' order; at least one): the store's way, which has its
-    reporters' figures as columns already. Raises ValueError as `summarize` does, but for
-    reporters named twice (a column names none)."""
+    """A group's `Levels` from its reporters' fresh reports, as columns: each reporter's
+    namespace, demand and allocation in force (None before its first), in one order, for at
+    least one reporter. The columns name no reporter: the store, which keeps one row per
+    reporter and namespace, names none twice.
+
+    Raises ValueError on a quota that is not positive and finite (the store handles
+    unlimited groups, -1 and 0, itself), or on a negative or NaN demand or allocation.
+    """
     if not 0 < quota < math.inf:
         raise ValueError(f"quota must be a positive, finite rate, not {quota!r}")
     _check_values(demands, allocations)
@@ -298,7 +237,7 @@ def _summarized(
         namespace_levels = {first: level}
     else:
         group_level, namespace_levels = _levels_of_namespaces(quota, floor, namespaces, demands)
-        # Each reporter's fair share, as `Levels.share` gives it.
+        # Each reporter's fair share, as `Levels.share_of` gives it.
         fair = [
             min(max(demand, floor), namespace_levels[namespace])
             for namespace, demand in zip(namespaces, demands, strict=True)
@@ -331,21 +270,6 @@ def _levels_of_namespaces(
     return group_level, namespace_levels
 
 
-def grant(levels: Levels, report: Report, in_force: float) -> Grant:
-    """One reporter's grant (steps 2-4), given the group's `Levels` and the sum of the
-    allocations in force, its own included (``a_i``, its ``allocation``).
-
-    Whatever ``levels`` are (fresh, or from a summary a moment old), a rise never exceeds
-    the headroom ``in_force`` leaves free, except by a newcomer's probe: the quota bound
-    rests on ``in_force`` alone.
-    """
-    return Grant(
-        *granted(
-            levels, levels.shortfall, report.namespace, report.demand, report.allocation, in_force
-        )
-    )
-
-
 def granted(
     levels: Levels,
     shortfall: float,
@@ -354,9 +278,16 @@ def granted(
     allocation: float | None,
     in_force: float,
 ) -> tuple[float, float, bool]:
-    """`grant`'s rate, fair share and whether to report early, as a tuple, of a reporter's
-    namespace, demand and allocation, with ``shortfall`` as theirs
-    (`Levels.settled_shortfall`)."""
+    """One reporter's grant (steps 2-4): its rate, its fair share, and whether it should
+    report again soon. Of its namespace, demand and allocation in force (None before its
+    first), given the group's `Levels`, their ``shortfall`` as the grants made from them
+    before left it (`Levels.settled_shortfall`; the levels' own for the first), and the sum
+    of the allocations in force, its own included (``in_force``).
+
+    Whatever ``levels`` are (fresh, or from a summary a moment old), a rise never exceeds
+    the headroom ``in_force`` leaves free, except by a newcomer's probe: the quota bound
+    rests on ``in_force`` alone.
+    """
     quota = levels.quota
     share = levels.share_of(namespace, demand)
     target = share * levels.room
@@ -374,27 +305,6 @@ def granted(
     return rate, share, early
 
 
-def plan(quota: float, reports: Sequence[Report]) -> dict[str, Grant]:
-    """Each reporter's grant, as if it were the one reporting now; see the module's maths.
-
-    ``quota`` is the group's configured rate, above 0: the store handles unlimited groups
-    (-1 and 0) itself. Raises ValueError on a quota that is not positive and finite, a
-    negative or NaN demand or allocation, or a reporter named twice.
-    """
-    if not reports:
-        if not 0 < quota < math.inf:
-            raise ValueError(f"quota must be a positive, finite rate, not {quota!r}")
-        return {}
-    levels = summarize(quota, reports)
-    in_force = sum(report.allocation or 0.0 for report in reports)
-    return {report.reporter: grant(levels, report, in_force) for report in reports}
-
-
-def allocate(quota: float, reports: Sequence[Report]) -> dict[str, float]:
-    """Each reporter's allocated rate; `plan` says how, and what else to tell the reporter."""
-    return {reporter: grant.rate for reporter, grant in plan(quota, reports).items()}
-
-
 def _check_values(demands: Sequence[float], allocations: Sequence[float | None]) -> None:
     for demand in demands:
         if not demand >= 0:
@@ -402,15 +312,3 @@ def _check_values(demands: Sequence[float], allocations: Sequence[float | None])
     for allocation in allocations:
         if allocation is not None and not allocation >= 0:
             raise ValueError(f"allocation must be 0 or more, not {allocation!r}")
-
-
-def _check(reports: Sequence[Report]) -> None:
-    seen: set[str] = set()
-    for report in reports:
-        if report.reporter in seen:
-            raise ValueError(f"reporter {report.reporter!r} reported twice")
-        seen.add(report.reporter)
-        if not report.demand >= 0:
-            raise ValueError(f"demand must be 0 or more, not {report.demand!r}")
-        if report.allocation is not None and not report.allocation >= 0:
-            raise ValueError(f"allocation must be 0 or more, not {report.allocation!r}")

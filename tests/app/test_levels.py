@@ -7,26 +7,43 @@ import json
 import math
 import random
 from dataclasses import replace
+from typing import TypeVar
 
 import pytest
 
-from app.quota.allocator import PROBE, Levels, Report, grant, plan, summarize
+from app.quota.allocator import PROBE, Levels, granted, summarize_columns
 from app.quota.levels import DimensionSummary, GroupSummary
 
 QUOTA = 1000.0
+T = TypeVar("T")
 
 
-def test_grants_from_fresh_levels_are_the_plans() -> None:
+def test_grants_from_one_summary_are_each_reporter_s_own_plan() -> None:
+    """Levels summarized once grant each reporter what a summary made as it reports would:
+    the store's, which lists the others first and the reporter last."""
     rng = random.Random(7)
-    reports = [
-        Report(f"r{i}", 0.0, rng.uniform(0, 600), rng.choice([None, rng.uniform(0, 300)]), ns)
-        for i, ns in enumerate("aabbbc")
-    ]
-    levels = summarize(QUOTA, reports)
-    in_force = sum(report.allocation or 0.0 for report in reports)
-    planned = plan(QUOTA, reports)
-    for report in reports:
-        assert grant(levels, report, in_force) == planned[report.reporter]
+    namespaces = list("aabbbc")
+    demands = [rng.uniform(0, 600) for _ in namespaces]
+    allocations = [rng.choice([None, rng.uniform(0, 300)]) for _ in namespaces]
+    levels = summarize_columns(QUOTA, namespaces, demands, allocations)
+    in_force = sum(allocation or 0.0 for allocation in allocations)
+    for i, (namespace, demand, allocation) in enumerate(
+        zip(namespaces, demands, allocations, strict=True)
+    ):
+        own = summarize_columns(
+            QUOTA, _last(namespaces, i), _last(demands, i), _last(allocations, i)
+        )
+        rate, fair, early = granted(
+            levels, levels.shortfall, namespace, demand, allocation, in_force
+        )
+        planned = granted(own, own.shortfall, namespace, demand, allocation, in_force)
+        assert (rate, fair) == pytest.approx(planned[:2])
+        assert early is planned[2]
+
+
+def _last(column: list[T], index: int) -> list[T]:
+    """A column with the entry at ``index`` moved to its end."""
+    return [*column[:index], *column[index + 1 :], column[index]]
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -38,7 +55,7 @@ def test_stale_levels_never_lift_the_sum_in_force_past_the_quota(seed: int) -> N
     rng = random.Random(seed)
     allocations: dict[str, float | None] = {f"r{i}": None for i in range(8)}
     demands = {reporter: rng.uniform(0, 800) for reporter in allocations}
-    levels = summarize(QUOTA, [Report(r, 0.0, d, None) for r, d in demands.items()])
+    levels = summarize_columns(QUOTA, [""] * len(demands), list(demands.values()), [None] * 8)
     in_force = 0.0
     newcomers = 0
     for step in range(400):
@@ -48,28 +65,28 @@ def test_stale_levels_never_lift_the_sum_in_force_past_the_quota(seed: int) -> N
             allocations[reporter] = None
             newcomers += 1
         demands[reporter] = rng.uniform(0, 800)
-        was = allocations[reporter]
-        report = Report(reporter, 0.0, demands[reporter], was)
-        given = grant(levels, report, in_force)
-        in_force += given.rate - (was or 0.0)
-        allocations[reporter] = given.rate
-        levels = levels.settled(report, given.rate)
+        was, demand = allocations[reporter], demands[reporter]
+        rate, _, _ = granted(levels, levels.shortfall, "", demand, was, in_force)
+        in_force += rate - (was or 0.0)
+        allocations[reporter] = rate
+        levels = levels.with_shortfall(
+            levels.settled_shortfall(levels.shortfall, "", demand, was, rate)
+        )
         assert in_force == pytest.approx(sum(a or 0.0 for a in allocations.values()))
         assert in_force <= QUOTA * (1 + PROBE) + newcomers * levels.floor + 1e-6
 
 
 def test_settled_moves_the_shortfall_by_what_a_grant_changed() -> None:
-    reports = [Report("a", 0.0, 600.0, 100.0), Report("b", 0.0, 600.0, 100.0)]
-    levels = summarize(QUOTA, reports)
+    levels = summarize_columns(QUOTA, ["", ""], [600.0, 600.0], [100.0, 100.0])
     assert levels.shortfall == pytest.approx(800)  # each wants 500, has 100
-    after = levels.settled(reports[0], 500.0)
-    assert after.shortfall == pytest.approx(400)
-    assert after.settled(reports[1], 50.0).shortfall == pytest.approx(400 + 50)
+    after = levels.settled_shortfall(levels.shortfall, "", 600.0, 100.0, 500.0)
+    assert after == pytest.approx(400)
+    assert levels.settled_shortfall(after, "", 600.0, 100.0, 50.0) == pytest.approx(400 + 50)
+    assert levels.with_shortfall(after).shortfall == after
 
 
 def test_a_summary_survives_its_json() -> None:
-    reports = [Report("a", 10.0, 50.0, 40.0, "x"), Report("b", 20.0, math.inf, None, "y")]
-    levels = summarize(QUOTA, reports)
+    levels = summarize_columns(QUOTA, ["x", "y"], [50.0, math.inf], [40.0, None])
     summary = GroupSummary(
         marker=42,
         units=2,
@@ -154,15 +171,14 @@ def test_a_summary_is_written_as_json_dumps_writes_it(seed: int) -> None:
 
 @pytest.mark.parametrize("woken", [False, True])
 def test_a_summary_read_is_what_its_json_reads_and_holds(woken: bool) -> None:
-    reports = [Report("a", 10.0, 50.0, 40.0, "x"), Report("b", 20.0, 900.0, None, "y")]
-    levels = summarize(QUOTA, reports)
+    levels = summarize_columns(QUOTA, ["x", "y"], [50.0, 900.0], [40.0, None])
     summary = GroupSummary(
         marker=42,
         units=64,
         grants=1,
         reporters=2,
         dimensions=(DimensionSummary(levels, 30.0, 50.0), None, None, None),
-        woken=(summarize(QUOTA, reports[:1]), None, None, None) if woken else (),
+        woken=(summarize_columns(QUOTA, ["x"], [50.0], [40.0]), None, None, None) if woken else (),
     )
     quotas = (QUOTA, None, None, None)
     for grants in (1, 2):

@@ -7,6 +7,8 @@ import json
 import shutil
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -167,6 +169,52 @@ def test_every_reporter_is_rgspark_s_own() -> None:
     for reporter, reports in simulation.server.received.items():
         assert reports >= 1 + scenario.duration_s // LEASE_S, reporter
     assert sum(simulation.server.received.values()) < 2 * scenario.duration_s
+
+
+@pytest.mark.parametrize("name", ["join-leave", "quota-change"])
+def test_the_project_s_server_is_the_store_s_own(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reports go through `app.quota.store.submit`, leaves through the release, a quota
+    change through the admin update (which the workers hear of as an admin change), and
+    the upkeep's look for silent reporters runs on its cadence: the server's code, not a
+    copy of it."""
+    from app.quota import reporters, store
+    from app.services import resourcegroups
+
+    calls: Counter[str] = Counter()
+
+    def counted(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return func(*args, **kwargs)
+
+        return call
+
+    for module, function in [
+        (store, "submit"),
+        (reporters, "release"),
+        (reporters, "any_silent"),
+        (resourcegroups, "upsert"),
+    ]:
+        monkeypatch.setattr(module, function, counted(function, getattr(module, function)))
+    scenario = Scenario.load(SCENARIOS / f"{name}.json")
+    simulation = Simulation(scenario, "project")
+    pushes: list[bool] = []
+    push = simulation._push
+
+    def heard(admin: bool) -> None:
+        pushes.append(admin)
+        push(admin)
+
+    simulation.server.on_change = heard
+    simulation.run()
+    assert calls["submit"] == sum(simulation.server.received.values())
+    assert calls["release"] == sum(m.leave_s is not None for m in scenario.members)
+    assert calls["upsert"] == 1 + len(scenario.quota_changes)  # made, then changed
+    assert pushes.count(True) == len(scenario.quota_changes)
+    every_s = min(1.0, scenario.interval_s / 4)  # the upkeep's, from its first sleep on
+    assert calls["any_silent"] == round(scenario.duration_s / every_s) - 1
 
 
 class TestMetrics:
