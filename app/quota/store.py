@@ -84,11 +84,8 @@ from app.access import Principal
 from app.db import after_commit
 from app.errors import NotFound
 from app.metrics import GroupStats, GroupTotals
-from app.quota.allocator import (
-    EARLY_REPORT,
-    granted,
-    summarize_columns,
-)
+from app.quota import planner
+from app.quota.allocator import EARLY_REPORT
 from app.quota.cache import Answer, LastAnswer, Plan, ReportCache, ReporterState, Row
 from app.quota.counts import UsageCounter
 from app.quota.effective import Effective, EffectiveRows, parse_namespace
@@ -102,7 +99,7 @@ from app.quota.figures import (
     reported_figures,
 )
 from app.quota.leases import full_look_s, lease_s, lease_until
-from app.quota.levels import DimensionSummary, GroupSummary, Previous
+from app.quota.levels import GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Claim, Saved, UsageRepository, Written
 from app.quota.schemas import (
@@ -112,8 +109,8 @@ from app.quota.schemas import (
     UsageReport,
 )
 from app.quota.statements import new_token, new_tokens
-from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
-from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
+from app.quota.types import ALLOCATIONS, Figures, NamespaceKey, Rates
+from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNLIMITED_ALLOCATION, moved
 
 __all__ = [
     "Claim",
@@ -126,7 +123,6 @@ __all__ = [
 ]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
-PACED_RISE = 0.01  # of its rate: a paced reporter takes no smaller rise (`_plan`)
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
 # A report reads the markers changed since its last one, unless more changed than this (or
 # than it has rows): then the database compares all its rows with their groups' markers.
@@ -600,22 +596,19 @@ def _plan(
     (``markers`` holds those whose marker moved; ``own`` are the reporter's rows as stored);
     returns those groups.
 
-    A group's grants come from its summary (`app.quota.levels`), made anew from every
-    reporter's row when it no longer holds, and from its sums in force, which each grant
-    moves by what it changes. Both are added to ``saved``, which `_write` stores with the
-    report's rows (if the report is accepted).
+    Each group's ledger (its summary and sums in force) is read (`_ledgers`), the planner
+    grants from it (`app.quota.planner.plan`), and what it returns is added to ``saved``,
+    which `_write` stores with the report's rows (if the report is accepted). A plan that
+    grants what is in force already, from a summary made at the marker now, stores nothing:
+    neither the group's row nor the reporter's; it is remembered under the new marker
+    (`_moved_markers` compares markers with it).
 
     A ``paced`` reporter (`app.quota.pacing`) wakes nobody: paced workers learn their shares
     at their pace, and waking them all at once would bring back the load the pace keeps
-    off. Nor does it take a rise of less than `PACED_RISE`: a changed allocation makes its
-    worker come back once more, a pace later (a minute or more, with thousands of workers
-    settling), for what is worth less than a hundredth of its rate; its group's allocations
-    in force end up that much under the quota at most.
+    off.
     """
     for group in [group for group in plans if group not in groups]:
         del plans[group]
-    if not groups:
-        return set()
     stale = [
         group
         for group, entries in groups.items()
@@ -623,198 +616,122 @@ def _plan(
     ]
     if not stale:
         return set()
-    rows = queries.group_rows(stale)
-    for group, row in rows.items():
-        markers.setdefault(group, row.marker)
-    summaries: dict[str, GroupSummary] = {}
-    previous: dict[str, Previous] = {}
-    for group, stored in rows.items():
-        if stored.levels is not None:
-            entries = groups[group]
-            changing = any(entry.changed for entry in entries)
-            kept, previous[group] = GroupSummary.read(
-                stored.levels, stored.marker, entries[0].effective.quotas, changing=changing
-            )
-            if kept is not None:
-                summaries[group] = kept
-    peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
-    counted: dict[str, list[float]] = {}
-    unsummarized = [group for group in stale if group not in summaries]
-    if unsummarized:
-        live, counted = queries.peers(reporter_id, unsummarized, now)
-        for group, reporter, key, figures in live:
-            peers[group].append((reporter, key, figures))
-        # The sums in force count every row in the group: the others', and the reporter's
-        # own as stored (those it no longer reports included, until `_write` drops them).
-        among = set(unsummarized)
-        for mine in own.values():
-            if mine.group in among:
-                _count_allocations(counted, mine)
+    members = {group: [_member(entry, group) for entry in groups[group]] for group in stale}
+    ledgers = _ledgers(queries, reporter_id, own, groups, members, markers, now)
     plan_ids = iter(new_tokens(len(stale)))
     unchanged: set[str] = set()
     for group in stale:
-        entries = groups[group]
-        quotas = entries[0].effective.quotas
-        # What each namespace has in force in this group (nothing, if it was in another).
-        before = [_in_force_in(entry, group) for entry in entries]
-        namespaces = [namespace_of(entry.key) for entry in entries]
-        summary = summaries.get(group)
-        found = rows.get(group)
-        woken = False
-        # Whether the plan may be kept without storing anything (see below): from a
-        # summary made at the group's marker now, for rows that change nothing.
-        keepable = (
-            summary is not None
-            and found is not None
-            and summary.marker == markers.get(group)
-            and not any(entry.changed for entry in entries)
-        )
-        if summary is None or found is None:
-            summary, woken = _summarize(
-                markers.get(group, 0), quotas, peers[group], entries, namespaces, before
-            ).wake_after(previous.get(group))
-            in_force = counted.get(group) or [0.0] * len(DIMENSIONS)
-        else:
-            in_force = list(found.in_force)
-            summary = summary.updated(
-                [e.row.figures if e.row and e.row.group == group else None for e in entries],
-                [entry.figures for entry in entries],
-            )
-        # Per namespace, per dimension: the rate granted and the fair share (None where
-        # the group does not limit it).
-        rates: list[list[float | None]] = [[None] * len(DIMENSIONS) for _ in entries]
-        fairs: list[list[float | None]] = [[None] * len(DIMENSIONS) for _ in entries]
-        # Per dimension, the shortfall of its levels once settled by every grant: what
-        # the summary is stored with.
-        shortfalls = [0.0] * len(DIMENSIONS)
-        # Per namespace whose rates fell where its reporter says what it enforces, per
-        # dimension: the rate counted in force until it has applied the new one.
-        fell: dict[int, dict[int, float]] = defaultdict(dict)
-        early = False
-        released_room = _released(entries, group)
-        for index, dimension in enumerate(summary.dimensions):
-            if dimension is None:
-                continue
-            demand_at = DEMANDS[index]
-            levels = dimension.levels
-            settled_shortfall = levels.settled_shortfall
-            # Each grant as from the levels settled by the grants before it (`Levels.settled`).
-            shortfall = levels.shortfall
-            # The stored sums still count what this report's rows release.
-            total = in_force[index] - released_room[index]
-            for position, (entry, namespace, had, rated, fair) in enumerate(
-                zip(entries, namespaces, before, rates, fairs, strict=True)
-            ):
-                was = had[index]
-                demand = entry.figures[demand_at]
-                rate, fair[index], soon = granted(levels, shortfall, namespace, demand, was, total)
-                if was is not None and not moved(was, rate, ALLOCATION_CHANGE):
-                    rate = was  # as `_settle` keeps it
-                elif paced and was is not None and was < rate < was * (1 + PACED_RISE):
-                    rate = was
-                in_force_now = rate
-                if was is not None and rate < was and entry.enforced[index] is not None:
-                    # The worker runs at ``was`` until the answer reaches it: the room is
-                    # the others' once it says so, at its next report, which comes soon.
-                    in_force_now, soon = was, True
-                    fell[position][index] = was
-                if soon:
-                    early = True
-                total += in_force_now - (was or 0.0)
-                shortfall = settled_shortfall(shortfall, namespace, demand, was, rate)
-                rated[index] = rate
-            in_force[index] = total
-            shortfalls[index] = shortfall
-        # Kept: the grants are the allocations in force, from a summary that holds as it is
-        # (made at this marker, which no grant since has moved), so neither the group's
-        # row nor the reporter's changes: nothing is stored, and the plan is remembered
-        # under the new marker (`_moved_markers` compares markers with it).
-        keep = (
-            keepable
-            and not fell
-            and all(tuple(r) == had for r, had in zip(rates, before, strict=True))
-        )
-        if keep:
+        ledger = ledgers[group]
+        planned = planner.plan(ledger.summary, ledger.in_force, members[group], paced=paced)
+        if ledger.keepable and planned.unchanged:
             unchanged.add(group)
         else:
-            saved.append((group, summary.to_json(shortfalls), in_force, woken and not paced))
-        plans[group] = Plan(
-            id=next(plan_ids),
-            marker=markers.get(group, 0),
-            quotas=quotas,
-            rates={entry.key: tuple(r) for entry, r in zip(entries, rates, strict=True)},
-            fallbacks={entry.key: tuple(f) for entry, f in zip(entries, fairs, strict=True)},
-            early=early,
-            counted={
-                entries[position].key: tuple(
-                    falls.get(i, rate) for i, rate in enumerate(rates[position])
-                )
-                for position, falls in fell.items()
-            },
-        )
+            summary = ledger.summary.to_json(planned.shortfalls)
+            saved.append((group, summary, planned.in_force, ledger.woken and not paced))
+        plans[group] = _kept(next(plan_ids), markers.get(group, 0), groups[group], planned)
         if stats is not None:
-            stats.record(group, *_totals(summary, in_force))
+            stats.record(group, *_totals(ledger.summary, planned.in_force))
     return set(stale) - unchanged
 
 
-def _in_force_in(entry: _Entry, group: str) -> Rates:
-    """The allocations a namespace has in force in ``group`` as it reports (its row's, less
-    what it releases): none if it is new or was in another group."""
-    if entry.row is None or entry.row.group != group:
-        return _ALL_UNLIMITED
-    return tuple(entry.figures[at] for at in ALLOCATIONS)
+@dataclass(frozen=True, slots=True)
+class _Ledger:
+    """A group as a report plans it: its summary and sums in force."""
+
+    summary: GroupSummary
+    in_force: Sequence[float]
+    keepable: bool
+    """Whether a plan that changes nothing may be kept without storing anything: its
+    summary was made at the group's marker now, and the report changes none of its rows."""
+    woken: bool
+    """Whether the summary, made anew, moved the shares enough to wake the group."""
 
 
-def _released(entries: list[_Entry], group: str) -> list[float]:
-    """Per dimension, what the report's rows in ``group`` release of the allocations the
-    group's sums count for them (falls applied since they were granted: `_entry`)."""
-    room = [0.0] * len(DIMENSIONS)
-    for entry in entries:
-        row = entry.row
-        if row is None or row.group != group or row.figures is entry.figures:
+def _member(entry: _Entry, group: str) -> planner.Member:
+    row = entry.row
+    stored = row.figures if row is not None and row.group == group else None
+    return planner.Member(namespace_of(entry.key), stored, entry.figures, entry.enforced)
+
+
+def _ledgers(
+    queries: UsageRepository,
+    reporter_id: str,
+    own: Mapping[NamespaceKey, Row],
+    groups: dict[str, list[_Entry]],
+    members: dict[str, list[planner.Member]],
+    markers: dict[str, int],
+    now: datetime,
+) -> dict[str, _Ledger]:
+    """Each group's ledger: its stored summary while it holds (`GroupSummary.read`), moved
+    by what the report changes; else one made anew from every live reporter's row, with
+    the sums in force counted again from every row counted in the group."""
+    rows = queries.group_rows(list(members))
+    for group, row in rows.items():
+        markers.setdefault(group, row.marker)
+    ledgers: dict[str, _Ledger] = {}
+    previous: dict[str, Previous] = {}
+    for group, stored in rows.items():
+        if stored.levels is None:
             continue
-        for index, at in enumerate(ALLOCATIONS):
-            room[index] += (row.figures[at] or 0.0) - (entry.figures[at] or 0.0)
-    return room
-
-
-def _summarize(
-    marker: int,
-    quotas: Sequence[float | None],
-    members: list[tuple[str, NamespaceKey, Figures]],
-    entries: list[_Entry],
-    namespaces: list[str],
-    before: list[Rates],
-) -> GroupSummary:
-    """A group's summary from its live reporters' rows (the reporter's own as it
-    reports now, in ``namespaces``, with the allocations they had in force in the group,
-    ``before``): the allocator's reports as columns, peers first."""
-    figures = [member[2] for member in members]
-    figures += [entry.figures for entry in entries]
-    names = [namespace_of(member[1]) for member in members]
-    names += namespaces
-    # The figures as columns (per figure, every reporter's, in order), and the allocations
-    # in force per dimension: peers' as stored, then the reporter's own.
-    columns = list(zip(*figures, strict=True))
-    had = list(zip(*before, strict=True))
-    peers = len(members)
-    dimensions: list[DimensionSummary | None] = []
-    for index, quota in enumerate(quotas):
-        if quota is None:
-            dimensions.append(None)
-            continue
-        demands = columns[DEMANDS[index]]
-        allocations = [*columns[ALLOCATIONS[index]][:peers], *had[index]]
-        dimensions.append(
-            DimensionSummary(
-                summarize_columns(quota, names, demands, allocations),
-                sum(columns[USAGES[index]], 0.0),
-                sum([d for d in demands if d < UNKNOWN_DEMAND], 0.0),
-            )
+        changing = any(entry.changed for entry in groups[group])
+        kept, previous[group] = GroupSummary.read(
+            stored.levels, stored.marker, groups[group][0].effective.quotas, changing=changing
         )
-    reporters = len({member[0] for member in members}) + 1
-    units = len(members) + len(entries)
-    return GroupSummary(marker, units, 1, reporters, tuple(dimensions))  # its first grant
+        if kept is not None:
+            updated = kept.updated(
+                [member.stored for member in members[group]],
+                [member.figures for member in members[group]],
+            )
+            keepable = kept.marker == markers.get(group) and not changing
+            ledgers[group] = _Ledger(updated, stored.in_force, keepable, False)
+    unsummarized = [group for group in members if group not in ledgers]
+    if unsummarized:
+        peers, counted = _peers(queries, reporter_id, own, unsummarized, now)
+        for group in unsummarized:
+            quotas = groups[group][0].effective.quotas
+            summary, woken = planner.summarize(
+                markers.get(group, 0), quotas, peers[group], members[group]
+            ).wake_after(previous.get(group))
+            in_force = counted.get(group) or [0.0] * len(DIMENSIONS)
+            ledgers[group] = _Ledger(summary, in_force, False, woken)
+    return ledgers
+
+
+def _peers(
+    queries: UsageRepository,
+    reporter_id: str,
+    own: Mapping[NamespaceKey, Row],
+    groups: list[str],
+    now: datetime,
+) -> tuple[dict[str, list[tuple[str, str, Figures]]], dict[str, planner.Sums]]:
+    """The other live reporters' rows in each group; and the group's sums in force counted
+    from every row counted in it: the others', and the reporter's own as stored (those it
+    no longer reports included, until `_write` drops them)."""
+    live, counted = queries.peers(reporter_id, groups, now)
+    peers: dict[str, list[tuple[str, str, Figures]]] = defaultdict(list)
+    for group, reporter, key, figures in live:
+        peers[group].append((reporter, namespace_of(key), figures))
+    among = set(groups)
+    mine = [
+        (row.group, planner.allocations_of(row.figures))
+        for row in own.values()
+        if row.group in among
+    ]
+    return peers, planner.count([*counted, *mine])
+
+
+def _kept(plan_id: int, marker: int, entries: list[_Entry], planned: planner.GroupPlan) -> Plan:
+    """What the process keeps of a reporter's plan of a group."""
+    keys = [entry.key for entry in entries]
+    return Plan(
+        id=plan_id,
+        marker=marker,
+        quotas=entries[0].effective.quotas,
+        rates=dict(zip(keys, planned.rates, strict=True)),
+        fallbacks=dict(zip(keys, planned.fairs, strict=True)),
+        early=planned.early,
+        counted={keys[position]: rates for position, rates in planned.counted.items()},
+    )
 
 
 def _stale(known: Plan | None, entries: list[_Entry]) -> bool:
@@ -887,17 +804,17 @@ def _write(
     groups stored, those among them). Returns the new token of the reporter's rows, if any
     was written or dropped."""
     rows: list[Written] = []
-    changed: set[str] = set()
-    # Allocations that leave a group (rows dropped, or moved to another group) leave its
-    # sums in force; each report adds what its own grants change (`_plan`).
-    left: dict[str, list[float]] = {}
-    for _, stored in dropped:
-        _count_allocations(left, stored)
-        if stored.group is not None:
-            changed.add(stored.group)
+    changed = {stored.group for _, stored in dropped if stored.group is not None}
+    # Rows that leave a group (dropped, or moved to another group) take their allocations
+    # out of its sums in force; each report adds what its own grants change (`_plan`).
+    leaving = [stored for _, stored in dropped]
+    leaving += [
+        entry.row
+        for entry in entries
+        if entry.row is not None and entry.row.group != entry.effective.group
+    ]
+    left = planner.count((row.group, planner.allocations_of(row.figures)) for row in leaving)
     for entry in entries:
-        if entry.row is not None and entry.row.group != entry.effective.group:
-            _count_allocations(left, entry.row)
         if not entry.write:
             continue
         group = entry.effective.group
@@ -911,7 +828,7 @@ def _write(
     moved_already = queries.write(reporter_id, now, rows, saved, changed, token)
     if dropped:
         queries.drop(reporter_id, [key for key, _ in dropped])
-    queries.take_in_force(left)
+    queries.take_in_force(left, now)
     queries.move_markers(changed - moved_already, now)
     return token
 
@@ -938,15 +855,6 @@ def _rose(entry: _Entry) -> bool:
         if at not in _ALLOCATION_AT or old is None or new is None or new < old:
             return False
     return True
-
-
-def _count_allocations(sums: dict[str, list[float]], row: Row) -> None:
-    """Add the row's allocations to its group's sums (per dimension)."""
-    if row.group is None:
-        return
-    summed = sums.setdefault(row.group, [0.0] * len(DIMENSIONS))
-    for index, at in enumerate(ALLOCATIONS):
-        summed[index] += row.figures[at] or 0.0
 
 
 def _by_dimension(rates: Rates) -> dict[str, float]:
