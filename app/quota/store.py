@@ -20,16 +20,17 @@ that grants what is in force already, from a summary made at the marker now, sto
 nothing: neither the group's row nor the reporter's.
 
 **What a report costs.** Planning a group does not read its rows: it reads the group's own
-row, which holds the group's summary (its water levels, `app.quota.levels`) and, per
-dimension, the sum of the allocations in force. The grant is made from those (O(1),
-`app.quota.allocator.grant`), the sums move by what it changed, and the row is written back.
-Only when the summary no longer holds (the group changed, and a 32nd of its reporters
-were granted from it since) does the report read every row of the group, make the summary
-anew and count the sums again from every row counted in the group (O(n)): once every n/32
-grants at most, so a report of a group of 5,000 reporters costs what one of 10 does, its
-share of the summaries aside. Rows that leave a group (released, expired, dropped,
-moved) take their allocations out of its sums as they go, so the sums are always those of
-the allocations of the rows counted in the group.
+row, its ledger: the group's summary (its water levels, `app.quota.levels`) and, per
+dimension, the sum of the allocations in force. The planner grants from those (O(1),
+`app.quota.planner`, which alone moves the sums), and the row is written back. Only when
+the summary no longer holds (the group changed, and a 32nd of its reporters were granted
+from it since) does the report read every row of the group, make the summary anew and
+count the sums again from every row counted in the group (O(n)): once every n/32 grants at
+most, so a report of a group of 5,000 reporters costs what one of 10 does, its share of
+the summaries aside. Rows that leave a group (released, expired, dropped, moved) take
+their allocations out of its sums as they go (`app.quota.planner.take`), so the sums are
+always those of the allocations of the rows counted in the group (`rgadmin check` verifies
+it).
 
 **The quota bound under concurrency.** The allocator raises a grant only into the headroom
 that the others' allocations in force leave free (its step 3), and reads those allocations
