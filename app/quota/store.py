@@ -74,7 +74,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import cast
 
@@ -237,186 +237,305 @@ def claim_all(session: Session, claims: Sequence[Claim]) -> None:
     UsageRepository.of(session).claim_all(claims)
 
 
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """How this server process handles reports, and what it tells of them: the same for
+    every report."""
+
+    interval_s: float
+    max_lease_s: float
+    """A steady reporter's lease (`app.quota.leases`)."""
+    cache: ReportCache
+    stats: GroupStats | None = None
+    """The metrics: learn each group's totals as a plan of it saw them."""
+    counter: UsageCounter | None = None
+    """Counts the units each group used, once stored (`app.quota.counts`)."""
+    max_reporters: int | None = None
+    """A role's live reporters per namespace, at most (`limit_reporters`)."""
+
+
+@dataclass(slots=True)
+class _Handled:
+    """A report being handled: what it claimed, and what the process knows of its
+    reporter."""
+
+    queries: UsageRepository
+    principal: Principal
+    reporter_id: str
+    report: UsageReport
+    now: float
+    pace_s: float
+    claimed: Claim | None
+    """Its reporter's claim; None when the report is too old to be stored."""
+    token: int | None
+    generation: int
+    keys: list[NamespaceKey]
+    # What the process knows (`_recall`):
+    repeated: LastAnswer | None = None
+    """The last answer, if it was about the same namespaces under the same generation."""
+    looked_up: tuple[dict[NamespaceKey, str], dict[NamespaceKey, Effective]] | None = None
+    """Its namespaces by key, with their effective groups: looked up only for a report that
+    was not about the same namespaces as the last answer (a steady one needs none)."""
+    known: ReporterState | None = None
+    rows: dict[NamespaceKey, Row] = field(default_factory=dict)
+    markers: dict[str, int] = field(default_factory=dict)
+    """The reporter's groups whose markers moved since it planned them."""
+    full_check_at: float = 0.0
+
+    @property
+    def moment(self) -> datetime:
+        return datetime.fromtimestamp(self.now, UTC)
+
+    @property
+    def covered_s(self) -> float:
+        return self.report.intervalMs / 1000
+
+
+@dataclass(slots=True)
+class _Planned:
+    """What a report that was not steady planned: the reporter's state, its namespaces,
+    those it no longer reports, and the groups to store."""
+
+    state: ReporterState
+    entries: list[_Entry]
+    dropped: list[NamespaceKey]
+    saved: list[Saved]
+
+
 def submit(
     session: Session,
+    serving: Serving,
     *,
     principal: Principal,
     reporter_id: str,
     report: UsageReport,
     now: float,
-    interval_s: float,
-    cache: ReportCache,
-    max_lease_s: float,
-    stats: GroupStats | None = None,
-    counter: UsageCounter | None = None,
-    max_reporters: int | None = None,
     pace_s: float = 0.0,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
-    the JSON of a `ReportResult`. In five steps: **look up** the namespaces' groups and the
-    reporter's rows (and whether anything changed: if not, the report is steady and skips
-    to the answer); **plan** the groups whose inputs changed, under their locks; **settle**
-    each namespace's grants into its row; **write** the rows due; **answer**.
-
-    A steady reporter's answer holds for ``max_lease_s``, a settling one's for an interval
-    (`app.quota.leases`); either asks for no report sooner than ``pace_s``, and holds as long
-    (`app.quota.pacing`). `stats` (the metrics) learns each group's totals as a plan of it
-    saw them; ``counter`` counts the units each group used, once stored (`app.quota.counts`);
-    ``max_reporters`` caps a role's live reporters per namespace
-    (`limit_reporters`).
+    the JSON of a `ReportResult`. In named steps: **claim** the reporter and check its
+    rights; **recall** what the process knows of it and which of its groups moved; if
+    nothing changed, the report is **steady** and skips to the answer; else **plan** the
+    groups whose inputs changed, under their locks, settling each namespace's grants into
+    its row; **store** the rows due; answer, **leased** (`app.quota.leases`): a steady
+    reporter's answer holds for ``max_lease_s``, a settling one's for an interval; either
+    asks for no report sooner than ``pace_s``, and holds as long (`app.quota.pacing`).
     """
-    # 1. Look up.
-    names = list(report.namespaces)
-    queries = UsageRepository.of(session)
+    handled = _claim(session, serving, principal, reporter_id, report, now, pace_s)
+    _recall(handled, serving)
+    steady = _steady(handled)
+    if steady and handled.known is not None:
+        state = replace(handled.known)  # shares its rows, plans and answers, as they stay
+        state.checked_at, state.full_check_at = now, handled.full_check_at
+        planned = _Planned(state, [], [], [])
+    else:
+        planned = _plan_report(handled, serving)
+    if handled.claimed is not None:
+        _store(session, handled, planned, serving, steady=steady)
+    if steady and handled.repeated is not None:
+        answered = handled.repeated  # nothing an answer comes from changed
+    else:
+        answered = _answer(planned.state, planned.entries, handled.generation)
+    return _leased(session, handled, planned, answered, serving)
+
+
+def _claim(
+    session: Session,
+    serving: Serving,
+    principal: Principal,
+    reporter_id: str,
+    report: UsageReport,
+    now: float,
+    pace_s: float,
+) -> _Handled:
+    """Claim the reporter (its lease), and check that its role may report for every
+    namespace it names."""
     claimed = claim(
         principal=principal,
         reporter_id=reporter_id,
         report=report,
         now=now,
-        interval_s=interval_s,
-        cache=cache,
+        interval_s=serving.interval_s,
+        cache=serving.cache,
         pace_s=pace_s,
     )
-    accepted = claimed is not None
-    moment = datetime.fromtimestamp(now, UTC)
     # The claim reads the admin generation too, before anything it guards is read (and, an
     # accepted report being soft state, has its commit not wait for the disk: see
     # `UsageRepository.claim`).
     token, generation = claim_reporter(
         session, principal, reporter_id, None if claimed is None else claimed.until
     )
-    # Namespaces that this process last answered the reporter about under the same admin
-    # generation exist, in the groups answered: looked up again only for a report that
-    # turns out not to be steady.
-    repeated = cache.last_answer(reporter_id, generation, names)
     # Rights before existence: a namespace the role may not report for is a 403 whether it
     # exists or not. Rights are admin state: known once under the generation.
-    keys = [parse_namespace(name) for name in names]
+    keys = [parse_namespace(name) for name in report.namespaces]
+    cache = serving.cache
     if not cache.authorized(generation, principal.role, keys):
         authorize_reporting(session, principal, keys)
         cache.remember_authorized(generation, principal.role, keys)
-    looked_up = None if repeated else _look_up(queries, names, cache, generation)
-
-    known = cache.reporter(reporter_id, token)
-    rows = known.rows if known is not None else queries.rows(reporter_id)
-    covered_s = report.intervalMs / 1000
-    markers, full_check_at = _moved_markers(
-        queries, reporter_id, known, cache, now, interval_s, full_look_s(interval_s, max_lease_s)
+    queries = UsageRepository.of(session)
+    return _Handled(
+        queries, principal, reporter_id, report, now, pace_s, claimed, token, generation, keys
     )
-    # Steady: the same namespaces in the same groups, plans whose inputs did not change
-    # and that wait for nothing (`_stale`), figures within 5% of those stored. Then nothing
-    # is planned, written or built anew.
-    steady = (
+
+
+def _recall(handled: _Handled, serving: Serving) -> None:
+    """What the process knows of the reporter, and which of its groups moved since."""
+    cache, interval_s, queries = serving.cache, serving.interval_s, handled.queries
+    names = list(handled.report.namespaces)
+    # Namespaces that this process last answered the reporter about under the same admin
+    # generation exist, in the groups answered.
+    handled.repeated = repeated = cache.last_answer(handled.reporter_id, handled.generation, names)
+    if repeated is None:
+        handled.looked_up = _look_up(queries, names, cache, handled.generation)
+    handled.known = known = cache.reporter(handled.reporter_id, handled.token)
+    handled.rows = known.rows if known is not None else queries.rows(handled.reporter_id)
+    full_look = full_look_s(interval_s, serving.max_lease_s)
+    handled.markers, handled.full_check_at = _moved_markers(
+        queries, handled.reporter_id, known, cache, handled.now, interval_s, full_look
+    )
+
+
+def _steady(handled: _Handled) -> bool:
+    """Whether nothing changed: the same namespaces in the same groups, plans whose inputs
+    did not change and that wait for nothing (`_stale`), figures within 5% of those
+    stored. Then nothing is planned, written or built anew."""
+    repeated, known = handled.repeated, handled.known
+    return (
         repeated is not None
         and known is not None
         and known.last is repeated
         and not repeated.early
         and not known.releasing
-        and not markers
-        and held_still(repeated.held, figures_of(report), covered_s)
+        and not handled.markers
+        and held_still(repeated.held, figures_of(handled.report), handled.covered_s)
     )
-    saved: list[Saved] = []  # the groups planned, to be stored with the rows
-    if steady and known is not None:
-        state = replace(known)  # shares its rows, plans and answers, which stay as they are
-        state.checked_at, state.full_check_at = now, full_check_at
-        entries: list[_Entry] = []
-        dropped: list[NamespaceKey] = []
-    else:
-        state = ReporterState(
-            token=token or 0,
-            rows=rows,
-            plans=dict(known.plans) if known is not None else {},
-            answers=dict(known.answers) if known is not None else {},
-            checked_at=now,
-            full_check_at=full_check_at,
-        )
-        refs, effective = looked_up or _look_up(queries, names, cache, generation)
-        entries = [
-            _entry(
-                key,
-                ref,
-                effective[key],
-                rows.get(key),
-                report.namespaces[ref],
-                covered_s,
-                _fair(state.plans, effective[key], key),
-            )
-            for key, ref in refs.items()
-        ]
-        dropped = [key for key in rows if key not in refs]
-        joined = [entry.key for entry in entries if entry.row is None]
-        if joined and accepted and max_reporters is not None:
-            limit_reporters(queries, principal, reporter_id, joined, moment, max_reporters)
-        # 2. Plan. Until this report commits, no other report plans or marks any group it
-        # may plan or mark: each reads the others' allocations in force as they are after
-        # every earlier grant (see the module's docstring).
-        queries.lock(_groups_touched(entries, rows), moment)
-        groups: dict[str, list[_Entry]] = defaultdict(list)
-        for entry in entries:
-            if entry.effective.group is not None and entry.effective.limited:
-                groups[entry.effective.group].append(entry)
-        replanned = _plan(
-            queries,
-            state.plans,
-            reporter_id,
-            rows,
-            groups,
-            markers,
-            moment,
-            stats,
-            saved,
-            paced=pace_s > 0,
-        )
-        # 3. Settle.
-        _settle(entries, state.plans, replanned)
-        state.releasing = any(plan.counted for plan in state.plans.values())
 
-    # 4. Write.
-    if accepted:
-        written = _write(
-            queries, reporter_id, entries, [(key, rows[key]) for key in dropped], saved, moment
+
+def _plan_report(handled: _Handled, serving: Serving) -> _Planned:
+    """Plan the groups whose inputs changed, under their locks, and settle each
+    namespace's grants into its row."""
+    queries, known, rows = handled.queries, handled.known, handled.rows
+    state = ReporterState(
+        token=handled.token or 0,
+        rows=rows,
+        plans=dict(known.plans) if known is not None else {},
+        answers=dict(known.answers) if known is not None else {},
+        checked_at=handled.now,
+        full_check_at=handled.full_check_at,
+    )
+    entries, dropped = _entries(handled, state.plans, serving)
+    # Until this report commits, no other report plans or marks any group it may plan or
+    # mark: each reads the others' allocations in force as they are after every earlier
+    # grant (see the module's docstring).
+    queries.lock(_groups_touched(entries, rows), handled.moment)
+    groups: dict[str, list[_Entry]] = defaultdict(list)
+    for entry in entries:
+        if entry.effective.group is not None and entry.effective.limited:
+            groups[entry.effective.group].append(entry)
+    saved: list[Saved] = []
+    replanned = _plan(handled, state.plans, groups, serving.stats, saved)
+    _settle(entries, state.plans, replanned)
+    state.releasing = any(plan.counted for plan in state.plans.values())
+    return _Planned(state, entries, dropped, saved)
+
+
+def _entries(
+    handled: _Handled, plans: Mapping[str, Plan], serving: Serving
+) -> tuple[list[_Entry], list[NamespaceKey]]:
+    """The report's namespaces as it reports them now, and those it no longer reports; a
+    role that would have too many live reporters in a namespace it joins is refused."""
+    rows, report = handled.rows, handled.report
+    refs, effective = handled.looked_up or _look_up(
+        handled.queries, list(report.namespaces), serving.cache, handled.generation
+    )
+    entries = [
+        _entry(
+            key,
+            ref,
+            effective[key],
+            rows.get(key),
+            report.namespaces[ref],
+            handled.covered_s,
+            _fair(plans, effective[key], key),
         )
-        if written is not None:
-            state.token = written
-            state.rows = {
-                entry.key: Row(entry.figures, entry.effective.group, entry.planned)
-                if entry.write
-                else rows[entry.key]
-                for entry in entries
-            }
-        if counter is not None:
-            members = state.rows if steady else {e.key: e.effective.group for e in entries}
-            used = _used_by_group(report, keys, members)
-            after_commit(session, lambda: counter.add(used, now, covered_s))
-        if queries.moved:
-            # Markers it moved are news to the process's shared looks at them, once committed.
-            after_commit(session, cache.forget_markers)
-    # 5. Answer. When steady, nothing an answer comes from changed (groups, plans,
-    # namespaces): the last one holds.
-    answered = repeated if steady and repeated is not None else _answer(state, entries, generation)
+        for key, ref in refs.items()
+    ]
+    dropped = [key for key in rows if key not in refs]
+    joined = [entry.key for entry in entries if entry.row is None]
+    if joined and handled.claimed is not None and serving.max_reporters is not None:
+        limit_reporters(
+            handled.queries,
+            handled.principal,
+            handled.reporter_id,
+            joined,
+            handled.moment,
+            serving.max_reporters,
+        )
+    return entries, dropped
+
+
+def _store(
+    session: Session, handled: _Handled, planned: _Planned, serving: Serving, *, steady: bool
+) -> None:
+    """Write the rows due and the groups planned; count the units used, once committed."""
+    queries, rows, state, entries = handled.queries, handled.rows, planned.state, planned.entries
+    dropped = [(key, rows[key]) for key in planned.dropped]
+    written = _write(queries, handled.reporter_id, entries, dropped, planned.saved, handled.moment)
+    if written is not None:
+        state.token = written
+        state.rows = {
+            entry.key: Row(entry.figures, entry.effective.group, entry.planned)
+            if entry.write
+            else rows[entry.key]
+            for entry in entries
+        }
+    counter = serving.counter
+    if counter is not None:
+        members = state.rows if steady else {e.key: e.effective.group for e in entries}
+        used = _used_by_group(handled.report, handled.keys, members)
+        now, covered_s = handled.now, handled.covered_s
+        after_commit(session, lambda: counter.add(used, now, covered_s))
+    if queries.moved:
+        # Markers it moved are news to the process's shared looks at them, once committed.
+        after_commit(session, serving.cache.forget_markers)
+
+
+def _leased(
+    session: Session,
+    handled: _Handled,
+    planned: _Planned,
+    answered: LastAnswer,
+    serving: Serving,
+) -> bytes:
+    """The answer, with its lease: the reporter's claim moved to it, and the process's
+    memory of the reporter kept once committed."""
+    state, interval_s, now = planned.state, serving.interval_s, handled.now
     state.last = answered
+    accepted = handled.claimed is not None
     # A reporter that changed nothing its groups' plans read, and waits for nothing, holds
     # its answer for a lease: whatever moves its share from now on is pushed to it.
-    quiet = not dropped and not any(entry.changed for entry in entries)
+    quiet = not planned.dropped and not any(entry.changed for entry in planned.entries)
     leased = lease_s(
         steady=accepted and quiet and not answered.early,
         interval_s=interval_s,
-        max_lease_s=max_lease_s,
+        max_lease_s=serving.max_lease_s,
     )
-    state.lease_s, state.pace_s = leased, pace_s
-    held = max(leased, pace_s)
-    if claimed is not None and token is not None:
-        until = lease_until(moment, held, interval_s)
-        if until != claimed.until:  # not the lease guessed
-            queries.extend(reporter_id, until)
+    state.lease_s, state.pace_s = leased, handled.pace_s
+    held = max(leased, handled.pace_s)
+    if handled.claimed is not None and handled.token is not None:
+        until = lease_until(handled.moment, held, interval_s)
+        if until != handled.claimed.until:  # not the lease guessed
+            handled.queries.extend(handled.reporter_id, until)
         # Remembered once committed: a rolled-back report must not be taken for stored.
+        cache, reporter_id = serving.cache, handled.reporter_id
         after_commit(session, lambda: cache.remember(reporter_id, state))
+    stats = serving.stats
     if stats is not None and now - state.observed_at >= interval_s:
         # Groups not planned again have the totals last recorded: marked current once an
         # interval, so that the metrics do not take them for silent.
         stats.touch(state.plans)
         state.observed_at = now
-    return _result(answered, accepted, interval_s, held, pace_s)
+    return _result(answered, accepted, interval_s, held, handled.pace_s)
 
 
 def _used_by_group(
@@ -496,47 +615,70 @@ def _moved_markers(
     that much earlier, and what it missed, its next finds.
     """
     if known is not None and len(known.plans) <= FEW_GROUPS:
-        groups = list(known.plans)
-        if not groups:
-            return {}, now
-        current = None if queries.moved else cache.markers_read(now, groups)
-        if current is None:
-            current = queries.markers(groups)
-            if not queries.moved:  # else the transaction's own moves are not committed yet
-                cache.remember_markers_read(now, groups, current)
-        moved = {
-            name: marker
-            for name, plan in known.plans.items()
-            if (marker := current.get(name)) is not None and marker != plan.marker
-        }
-        return moved, now
+        return _markers_now(queries, known, cache, now), now
     if known is not None and now - known.full_check_at < full_look:
-        since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
-        # Limited and in index order, so that the database reads only what changed even when
-        # its statistics are too old to tell it how little that is.
-        limit = max(len(known.rows), FEW_MARKERS)
-        changed, made = queries.changed_markers(since, limit + 1, now, cache.marker_look(now))
-        if made is not None:
-            cache.remember_marker_look(made)
-        if len(changed) <= limit:
-            plans = known.plans
-            moved = {
-                name: marker
-                for name, marker in changed
-                if (plan := plans.get(name)) is not None and plan.marker != marker
-            }
+        moved = _markers_changed(queries, known, cache, now, interval_s)
+        if moved is not None:
             return moved, known.full_check_at
     # Rows store the marker they were last written under; a plan kept since (`_plan`)
     # has a newer one, which is what tells whether the group moved since.
     stale = queries.stale(reporter_id)
     if known is not None and stale:
-        plans = known.plans
-        stale = {
-            name: marker
-            for name, marker in stale.items()
-            if (plan := plans.get(name)) is None or plan.marker != marker
-        }
+        stale = _moved_since_planned(known.plans, stale.items())
     return stale, now
+
+
+def _moved_since_planned(
+    plans: Mapping[str, Plan], markers: Iterable[tuple[str, int]]
+) -> dict[str, int]:
+    """The groups among ``markers`` (group, marker now) whose marker is not that of the
+    reporter's plan of them, or that it has no plan of."""
+    return {
+        name: marker
+        for name, marker in markers
+        if (plan := plans.get(name)) is None or plan.marker != marker
+    }
+
+
+def _markers_now(
+    queries: UsageRepository, known: ReporterState, cache: ReportCache, now: float
+) -> dict[str, int]:
+    """The reporter's planned groups whose markers moved, read as they are now."""
+    groups = list(known.plans)
+    if not groups:
+        return {}
+    current = None if queries.moved else cache.markers_read(now, groups)
+    if current is None:
+        current = queries.markers(groups)
+        if not queries.moved:  # else the transaction's own moves are not committed yet
+            cache.remember_markers_read(now, groups, current)
+    return _moved_since_planned(known.plans, current.items())
+
+
+def _markers_changed(
+    queries: UsageRepository,
+    known: ReporterState,
+    cache: ReportCache,
+    now: float,
+    interval_s: float,
+) -> dict[str, int] | None:
+    """The reporter's planned groups whose markers moved, from the markers changed since
+    its last look; None if more changed than it has rows (then it compares them all)."""
+    since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
+    # Limited and in index order, so that the database reads only what changed even when
+    # its statistics are too old to tell it how little that is.
+    limit = max(len(known.rows), FEW_MARKERS)
+    changed, made = queries.changed_markers(since, limit + 1, now, cache.marker_look(now))
+    if made is not None:
+        cache.remember_marker_look(made)
+    if len(changed) > limit:
+        return None
+    plans = known.plans  # groups it has no plan of are not its business here
+    return {
+        name: marker
+        for name, marker in changed
+        if (plan := plans.get(name)) is not None and plan.marker != marker
+    }
 
 
 def _fair(plans: Mapping[str, Plan], effective: Effective, key: NamespaceKey) -> Rates | None:
@@ -581,21 +723,14 @@ def namespace_of(key: NamespaceKey) -> str:
 
 
 def _plan(
-    queries: UsageRepository,
+    handled: _Handled,
     plans: dict[str, Plan],
-    reporter_id: str,
-    own: Mapping[NamespaceKey, Row],
     groups: dict[str, list[_Entry]],
-    markers: dict[str, int],
-    now: datetime,
     stats: GroupStats | None,
     saved: list[Saved],
-    *,
-    paced: bool,
 ) -> set[str]:
     """Plan again each group whose inputs changed since the reporter's last plan of it
-    (``markers`` holds those whose marker moved; ``own`` are the reporter's rows as stored);
-    returns those groups.
+    (its marker moved, `_Handled.markers`, or `_stale`); returns those groups.
 
     Each group's ledger (its summary and sums in force) is read (`_ledgers`), the planner
     grants from it (`app.quota.planner.plan`), and what it returns is added to ``saved``,
@@ -604,7 +739,7 @@ def _plan(
     neither the group's row nor the reporter's; it is remembered under the new marker
     (`_moved_markers` compares markers with it).
 
-    A ``paced`` reporter (`app.quota.pacing`) wakes nobody: paced workers learn their shares
+    A paced reporter (`app.quota.pacing`) wakes nobody: paced workers learn their shares
     at their pace, and waking them all at once would bring back the load the pace keeps
     off.
     """
@@ -613,12 +748,13 @@ def _plan(
     stale = [
         group
         for group, entries in groups.items()
-        if group in markers or _stale(plans.get(group), entries)
+        if group in handled.markers or _stale(plans.get(group), entries)
     ]
     if not stale:
         return set()
     members = {group: [_member(entry, group) for entry in groups[group]] for group in stale}
-    ledgers = _ledgers(queries, reporter_id, own, groups, members, markers, now)
+    ledgers = _ledgers(handled, groups, members)
+    markers, paced = handled.markers, handled.pace_s > 0
     plan_ids = iter(new_tokens(len(stale)))
     unchanged: set[str] = set()
     for group in stale:
@@ -655,17 +791,14 @@ def _member(entry: _Entry, group: str) -> planner.Member:
 
 
 def _ledgers(
-    queries: UsageRepository,
-    reporter_id: str,
-    own: Mapping[NamespaceKey, Row],
+    handled: _Handled,
     groups: dict[str, list[_Entry]],
     members: dict[str, list[planner.Member]],
-    markers: dict[str, int],
-    now: datetime,
 ) -> dict[str, _Ledger]:
     """Each group's ledger: its stored summary while it holds (`GroupSummary.read`), moved
     by what the report changes; else one made anew from every live reporter's row, with
     the sums in force counted again from every row counted in the group."""
+    queries, markers = handled.queries, handled.markers
     rows = queries.group_rows(list(members))
     for group, row in rows.items():
         markers.setdefault(group, row.marker)
@@ -687,7 +820,7 @@ def _ledgers(
             ledgers[group] = _Ledger(updated, stored.in_force, keepable, False)
     unsummarized = [group for group in members if group not in ledgers]
     if unsummarized:
-        peers, counted = _peers(queries, reporter_id, own, unsummarized, now)
+        peers, counted = _peers(handled, unsummarized)
         for group in unsummarized:
             quotas = groups[group][0].effective.quotas
             summary, woken = planner.summarize(
@@ -699,23 +832,19 @@ def _ledgers(
 
 
 def _peers(
-    queries: UsageRepository,
-    reporter_id: str,
-    own: Mapping[NamespaceKey, Row],
-    groups: list[str],
-    now: datetime,
+    handled: _Handled, groups: list[str]
 ) -> tuple[dict[str, list[tuple[str, str, Figures]]], dict[str, planner.Sums]]:
     """The other live reporters' rows in each group; and the group's sums in force counted
     from every row counted in it: the others', and the reporter's own as stored (those it
     no longer reports included, until `_write` drops them)."""
-    live, counted = queries.peers(reporter_id, groups, now)
+    live, counted = handled.queries.peers(handled.reporter_id, groups, handled.moment)
     peers: dict[str, list[tuple[str, str, Figures]]] = defaultdict(list)
     for group, reporter, key, figures in live:
         peers[group].append((reporter, namespace_of(key), figures))
     among = set(groups)
     mine = [
         (row.group, planner.allocations_of(row.figures))
-        for row in own.values()
+        for row in handled.rows.values()
         if row.group in among
     ]
     return peers, planner.count([*counted, *mine])

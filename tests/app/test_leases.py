@@ -145,15 +145,18 @@ def paced_report(app: FastAPI, reporter: str, payload: Any, pace_s: float) -> di
     workers to ``pace_s`` (`app.quota.pacing`)."""
     state = state_of(app)
     with state.sessions.begin() as session:
+        serving = store.Serving(
+            interval_s=state.settings.report_interval_seconds,
+            max_lease_s=state.settings.report_lease_seconds,
+            cache=state.report_cache,
+        )
         answer = store.submit(
             session,
+            serving,
             principal=Principal("job", is_superuser=False),
             reporter_id=reporter,
             report=UsageReport.model_validate(payload),
             now=state.clock(),
-            interval_s=state.settings.report_interval_seconds,
-            cache=state.report_cache,
-            max_lease_s=state.settings.report_lease_seconds,
             pace_s=pace_s,
         )
     found: dict[str, Any] = json.loads(answer)
