@@ -29,6 +29,7 @@ from app.api import (
 from app.api import metrics as metrics_api
 from app.api.authentication import TokenAuthMiddleware
 from app.api.draft_aliases import draft_alias_router
+from app.api.errors import register_error_handlers
 from app.api.lanes import ReportLanes
 from app.api.limits import RequestLimits, RequestLimitsMiddleware
 from app.api.spec import document_security
@@ -36,7 +37,6 @@ from app.api.throttling import ThrottlingMiddleware
 from app.auth import TokenVerifier
 from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker
-from app.errors import register_error_handlers
 from app.metrics import Metrics
 from app.quota import history
 from app.quota.cache import ReportCache

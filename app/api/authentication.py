@@ -11,8 +11,9 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.access import Principal
+from app.api.errors import send_error
 from app.auth import InvalidToken, TokenVerifier
-from app.errors import AuthenticationRequired, Unauthorized, send_error
+from app.errors import AuthenticationRequired, Unauthorized
 
 PROTECTED_PREFIXES = ("/admin/", "/quota/", "/ui/api/")
 _ANONYMOUS = Principal(role="anonymous", is_superuser=True)

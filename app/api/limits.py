@@ -29,15 +29,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.access import Principal
 from app.api.deps import requires_superuser
+from app.api.errors import send_error, send_reason
 from app.config import Settings
-from app.errors import (
-    AppError,
-    PayloadTooLarge,
-    SuperusersOnly,
-    UnsupportedMediaType,
-    send_error,
-    send_reason,
-)
+from app.errors import AppError, PayloadTooLarge, SuperusersOnly, UnsupportedMediaType
 
 # Past a limit the rest of the body is not read, so the connection cannot carry another
 # request: uvicorn closes it after a response that says so.

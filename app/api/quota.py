@@ -112,13 +112,21 @@ async def report_usage(
         interval_s=interval_s,
         cache=state.report_cache,
     )
-    work = partial(
-        store.submit,
-        **claims.keywords,
+    serving = store.Serving(
+        interval_s=interval_s,
         max_lease_s=state.settings.report_lease_seconds,
+        cache=state.report_cache,
         stats=state.metrics.groups,
         counter=state.usage_counter,
         max_reporters=state.settings.max_reporters_per_namespace,
+    )
+    work = partial(
+        store.submit,
+        serving=serving,
+        principal=principal,
+        reporter_id=reporterId,
+        report=body,
+        now=now,
     )
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
     lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None

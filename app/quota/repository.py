@@ -20,6 +20,7 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session, SessionTransaction
 
 from app.quota.cache import MarkerLook, Row
+from app.quota.planner import count, take
 from app.quota.statements import (
     FIGURE_COLUMNS,
     Statements,
@@ -27,7 +28,7 @@ from app.quota.statements import (
     new_tokens,
     statements_for,
 )
-from app.quota.types import ALLOCATIONS, Figures, NamespaceKey
+from app.quota.types import ALLOCATIONS, Figures, NamespaceKey, Rates
 
 __all__ = ["Claim", "Claimed", "GroupRow", "Peer", "Saved", "UsageRepository", "Written"]
 
@@ -220,15 +221,14 @@ class UsageRepository:
         self._markers_move()
         self._forget_groups(None)
         parameters = {"reporters": reporter_ids}
-        leaving = {
-            row[0]: tuple(row[1:])
-            for row in self._run(self.sql.allocations_of_reporters, parameters)
-        }
+        leaving = count(
+            (row[0], row[1:]) for row in self._run(self.sql.allocations_of_reporters, parameters)
+        )
         # Reporters before groups (in name order, by their new markers), the order a report
         # locks them in.
         self._run(self.sql.forget_reporters, parameters)  # their rows go by cascade
         self.move_markers(leaving, now)
-        self.take_in_force(leaving)
+        self.take_in_force(leaving, now)
 
     def forget_deleted_groups(self) -> None:
         self._markers_move()
@@ -462,29 +462,19 @@ class UsageRepository:
         for group in groups:
             self.shared.groups.pop(group, None)
 
-    def take_in_force(self, taken: Mapping[str, Sequence[float | None]]) -> None:
-        """Take allocations out of their groups' sums in force: rows that left the groups,
-        which this transaction holds (`lock`, `move_markers`)."""
-        if not taken:
+    def take_in_force(self, leaving: Mapping[str, Sequence[float]], now: datetime) -> None:
+        """Take the allocations of rows that left groups (summed per group) out of the
+        groups' sums in force, as `app.quota.planner.take` has it: groups that this
+        transaction holds (`lock`, `move_markers`), so read and written in turn."""
+        if not leaving:
             return
-        self._markers_move()
-        self._forget_groups(taken)
-        if self.sql.postgresql:
-            names = list(taken)
-            arrays: dict[str, Any] = {"group_names": _Array(names)}
-            for index, name in enumerate(self.sql.take_in_force_names):
-                arrays[name] = _Array([taken[group][index] or 0.0 for group in names])
-            self._run(self.sql.take_in_force_arrays, arrays)
-            return
-        rows = []
-        for group in sorted(taken):  # in the order reports lock groups
-            parameters: dict[str, Any] = {"group_name": group}
-            parameters.update(
-                zip(self.sql.take_in_force_names, (a or 0.0 for a in taken[group]), strict=True)
-            )
-            rows.append(parameters)
-        if rows:
-            self._run(self.sql.take_in_force, rows)
+        self._forget_groups(leaving)
+        stored = self.group_rows(sorted(leaving))
+        taken: list[Saved] = []
+        for group, row in sorted(stored.items()):  # in the order reports lock groups
+            in_force, woken = take(row.in_force, leaving[group])
+            taken.append((group, row.levels, in_force, woken))
+        self.save_groups(taken, (), now)
 
     def lock(self, groups: Iterable[str], now: datetime) -> None:
         """Hold the groups (their plans and markers) until this transaction ends; see
@@ -505,11 +495,10 @@ class UsageRepository:
 
     def peers(
         self, reporter_id: str, groups: list[str], now: datetime
-    ) -> tuple[list[Peer], dict[str, list[float]]]:
+    ) -> tuple[list[Peer], list[tuple[str, Rates]]]:
         """The other live reporters' rows counted in the groups (those last written in
-        them), as the sums in force count them; and per group, the sums of the allocations
-        of every other reporter's row counted in it, alive or not (what the group's sums
-        in force count of them).
+        them); and (group, allocations) of every other reporter's row counted in them, alive
+        or not (what the groups' sums in force count of them).
 
         Two reads, each of one table by one of its keys: the rows counted in the groups,
         then which of their reporters are alive. As one join, PostgreSQL planned it from
@@ -521,19 +510,12 @@ class UsageRepository:
         reporters gone that the first reads are left out here."""
         rows = self._run(self.sql.peers, {"reporter_id": reporter_id, "groups": groups}).all()
         if not rows:
-            return [], {}
-        sums: dict[str, list[float]] = {}
-        for row in rows:
-            group = row[0]
-            summed = sums.get(group)
-            if summed is None:
-                summed = sums[group] = [0.0] * len(ALLOCATIONS)
-            for index, at in enumerate(ALLOCATIONS):
-                summed[index] += row[4 + at] or 0.0
+            return [], []
+        counted = [(row[0], tuple(row[4 + at] for at in ALLOCATIONS)) for row in rows]
         reporters = list({row[1] for row in rows})
         alive = set(self._run(self.sql.alive, {"reporters": reporters, "now": now}).scalars())
         live = [(row[0], row[1], (row[2], row[3]), row[4:]) for row in rows if row[1] in alive]
-        return live, sums
+        return live, counted
 
 
 def _upserted(reporter_id: str, now: datetime, rows: Sequence[Written]) -> dict[str, Any]:

@@ -23,10 +23,8 @@ from sqlalchemy import (
     String,
     any_,
     bindparam,
-    case,
     delete,
     func,
-    or_,
     select,
     text,
     tuple_,
@@ -46,7 +44,6 @@ from app.models import (
     Tenant,
     admin_generation,
 )
-from app.quota.leases import LEAVE_WAKE
 from app.quota.types import NamespaceKey
 
 #: The ``quota_usage`` columns that hold `app.quota.types.Figures`, in its order.
@@ -179,34 +176,6 @@ class Statements:
             self._among(QuotaGroup.name, "groups")
         )
         self.set_in_force = [f"set_{column.key}" for column in _IN_FORCE]
-        self.take_in_force_names = [f"take_{column.key}" for column in _IN_FORCE]
-        #: Takes allocations that leave a group out of its sums in force (never below 0),
-        #: and wakes it when one is `LEAVE_WAKE` of its sum or more (`app.quota.leases`).
-        leaving = [
-            (column > 0) & (bindparam(f"take_{column.key}") >= LEAVE_WAKE * column)
-            for column in _IN_FORCE
-        ]
-        self.take_in_force = (
-            update(QuotaGroup)
-            .where(QuotaGroup.name == bindparam("group_name"))
-            .values(
-                {
-                    QuotaGroup.wake: case(
-                        (or_(*leaving), QuotaGroup.wake + 1), else_=QuotaGroup.wake
-                    ),
-                    **{
-                        column: case(
-                            (
-                                column > bindparam(f"take_{column.key}"),
-                                column - bindparam(f"take_{column.key}"),
-                            ),
-                            else_=0.0,
-                        )
-                        for column in _IN_FORCE
-                    },
-                }
-            )
-        )
         #: (name, marker, changed_at) of every group whose marker changed after ``since``
         self.changed_markers = (
             select(QuotaGroup.name, QuotaGroup.marker, QuotaGroup.changed_at)
@@ -311,15 +280,10 @@ class Statements:
             self.save_groups_arrays = text(self._save_groups_arrays())
             self.write_arrays = text(self._write_arrays())
             self.move_markers_arrays = self._move_markers_arrays()
-            self.take_in_force_arrays = text(self._take_in_force_arrays())
-        #: (group, *sum of allocations per dimension) of the given reporters' rows, per group
-        self.allocations_of_reporters = (
-            select(QuotaUsage.resource_group, *[func.sum(column) for column in _ALLOCATIONS])
-            .where(
-                QuotaUsage.resource_group.is_not(None),
-                self._among(QuotaUsage.reporter_id, "reporters"),
-            )
-            .group_by(QuotaUsage.resource_group)
+        #: (group, *allocations per dimension) of each of the given reporters' rows in a group
+        self.allocations_of_reporters = select(QuotaUsage.resource_group, *_ALLOCATIONS).where(
+            QuotaUsage.resource_group.is_not(None),
+            self._among(QuotaUsage.reporter_id, "reporters"),
         )
         self.forget_reporters = delete(QuotaReporter).where(
             self._among(QuotaReporter.reporter_id, "reporters")
@@ -386,26 +350,6 @@ class Statements:
         return (
             f"WITH written AS ({cls._upsert_arrays()}), saved AS ({cls._save_groups_arrays()}) "
             "UPDATE quota_reporters SET rows_token = :token WHERE reporter_id = :reporter_id"
-        )
-
-    @staticmethod
-    def _take_in_force_arrays() -> str:
-        """`take_in_force`, of all the groups in one statement (groups locked already)."""
-        in_force = [column.key for column in _IN_FORCE]
-        arrays = ", ".join(f"CAST(:take_{column} AS DOUBLE PRECISION[])" for column in in_force)
-        leaving = " OR ".join(
-            f"(g.{column} > 0 AND t.{column} >= {LEAVE_WAKE!r} * g.{column})" for column in in_force
-        )
-        return (
-            f"UPDATE quota_groups AS g SET wake = CASE WHEN {leaving} THEN g.wake + 1 "
-            "ELSE g.wake END, "
-            + ", ".join(
-                f"{column} = CASE WHEN g.{column} > t.{column} THEN g.{column} - t.{column} "
-                "ELSE 0.0 END"
-                for column in in_force
-            )
-            + f" FROM unnest(CAST(:group_names AS VARCHAR[]), {arrays}) "
-            f"AS t(name, {', '.join(in_force)}) WHERE g.name = t.name"
         )
 
     @staticmethod

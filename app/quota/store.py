@@ -20,16 +20,17 @@ that grants what is in force already, from a summary made at the marker now, sto
 nothing: neither the group's row nor the reporter's.
 
 **What a report costs.** Planning a group does not read its rows: it reads the group's own
-row, which holds the group's summary (its water levels, `app.quota.levels`) and, per
-dimension, the sum of the allocations in force. The grant is made from those (O(1),
-`app.quota.allocator.grant`), the sums move by what it changed, and the row is written back.
-Only when the summary no longer holds (the group changed, and a 32nd of its reporters
-were granted from it since) does the report read every row of the group, make the summary
-anew and count the sums again from every row counted in the group (O(n)): once every n/32
-grants at most, so a report of a group of 5,000 reporters costs what one of 10 does, its
-share of the summaries aside. Rows that leave a group (released, expired, dropped,
-moved) take their allocations out of its sums as they go, so the sums are always those of
-the allocations of the rows counted in the group.
+row, its ledger: the group's summary (its water levels, `app.quota.levels`) and, per
+dimension, the sum of the allocations in force. The planner grants from those (O(1),
+`app.quota.planner`, which alone moves the sums), and the row is written back. Only when
+the summary no longer holds (the group changed, and a 32nd of its reporters were granted
+from it since) does the report read every row of the group, make the summary anew and
+count the sums again from every row counted in the group (O(n)): once every n/32 grants at
+most, so a report of a group of 5,000 reporters costs what one of 10 does, its share of
+the summaries aside. Rows that leave a group (released, expired, dropped, moved) take
+their allocations out of its sums as they go (`app.quota.planner.take`), so the sums are
+always those of the allocations of the rows counted in the group (`rgadmin check` verifies
+it).
 
 **The quota bound under concurrency.** The allocator raises a grant only into the headroom
 that the others' allocations in force leave free (its step 3), and reads those allocations
@@ -73,7 +74,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import cast
 
@@ -84,11 +85,8 @@ from app.access import Principal
 from app.db import after_commit
 from app.errors import NotFound
 from app.metrics import GroupStats, GroupTotals
-from app.quota.allocator import (
-    EARLY_REPORT,
-    granted,
-    summarize_columns,
-)
+from app.quota import planner
+from app.quota.allocator import EARLY_REPORT
 from app.quota.cache import Answer, LastAnswer, Plan, ReportCache, ReporterState, Row
 from app.quota.counts import UsageCounter
 from app.quota.effective import Effective, EffectiveRows, parse_namespace
@@ -102,7 +100,7 @@ from app.quota.figures import (
     reported_figures,
 )
 from app.quota.leases import full_look_s, lease_s, lease_until
-from app.quota.levels import DimensionSummary, GroupSummary, Previous
+from app.quota.levels import GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Claim, Saved, UsageRepository, Written
 from app.quota.schemas import (
@@ -112,8 +110,8 @@ from app.quota.schemas import (
     UsageReport,
 )
 from app.quota.statements import new_token, new_tokens
-from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, NamespaceKey, Rates
-from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNKNOWN_DEMAND, UNLIMITED_ALLOCATION, moved
+from app.quota.types import ALLOCATIONS, Figures, NamespaceKey, Rates
+from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNLIMITED_ALLOCATION, moved
 
 __all__ = [
     "Claim",
@@ -126,7 +124,6 @@ __all__ = [
 ]
 
 STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
-PACED_RISE = 0.01  # of its rate: a paced reporter takes no smaller rise (`_plan`)
 LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
 # A report reads the markers changed since its last one, unless more changed than this (or
 # than it has rows): then the database compares all its rows with their groups' markers.
@@ -240,186 +237,305 @@ def claim_all(session: Session, claims: Sequence[Claim]) -> None:
     UsageRepository.of(session).claim_all(claims)
 
 
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """How this server process handles reports, and what it tells of them: the same for
+    every report."""
+
+    interval_s: float
+    max_lease_s: float
+    """A steady reporter's lease (`app.quota.leases`)."""
+    cache: ReportCache
+    stats: GroupStats | None = None
+    """The metrics: learn each group's totals as a plan of it saw them."""
+    counter: UsageCounter | None = None
+    """Counts the units each group used, once stored (`app.quota.counts`)."""
+    max_reporters: int | None = None
+    """A role's live reporters per namespace, at most (`limit_reporters`)."""
+
+
+@dataclass(slots=True)
+class _Handled:
+    """A report being handled: what it claimed, and what the process knows of its
+    reporter."""
+
+    queries: UsageRepository
+    principal: Principal
+    reporter_id: str
+    report: UsageReport
+    now: float
+    pace_s: float
+    claimed: Claim | None
+    """Its reporter's claim; None when the report is too old to be stored."""
+    token: int | None
+    generation: int
+    keys: list[NamespaceKey]
+    # What the process knows (`_recall`):
+    repeated: LastAnswer | None = None
+    """The last answer, if it was about the same namespaces under the same generation."""
+    looked_up: tuple[dict[NamespaceKey, str], dict[NamespaceKey, Effective]] | None = None
+    """Its namespaces by key, with their effective groups: looked up only for a report that
+    was not about the same namespaces as the last answer (a steady one needs none)."""
+    known: ReporterState | None = None
+    rows: dict[NamespaceKey, Row] = field(default_factory=dict)
+    markers: dict[str, int] = field(default_factory=dict)
+    """The reporter's groups whose markers moved since it planned them."""
+    full_check_at: float = 0.0
+
+    @property
+    def moment(self) -> datetime:
+        return datetime.fromtimestamp(self.now, UTC)
+
+    @property
+    def covered_s(self) -> float:
+        return self.report.intervalMs / 1000
+
+
+@dataclass(slots=True)
+class _Planned:
+    """What a report that was not steady planned: the reporter's state, its namespaces,
+    those it no longer reports, and the groups to store."""
+
+    state: ReporterState
+    entries: list[_Entry]
+    dropped: list[NamespaceKey]
+    saved: list[Saved]
+
+
 def submit(
     session: Session,
+    serving: Serving,
     *,
     principal: Principal,
     reporter_id: str,
     report: UsageReport,
     now: float,
-    interval_s: float,
-    cache: ReportCache,
-    max_lease_s: float,
-    stats: GroupStats | None = None,
-    counter: UsageCounter | None = None,
-    max_reporters: int | None = None,
     pace_s: float = 0.0,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
-    the JSON of a `ReportResult`. In five steps: **look up** the namespaces' groups and the
-    reporter's rows (and whether anything changed: if not, the report is steady and skips
-    to the answer); **plan** the groups whose inputs changed, under their locks; **settle**
-    each namespace's grants into its row; **write** the rows due; **answer**.
-
-    A steady reporter's answer holds for ``max_lease_s``, a settling one's for an interval
-    (`app.quota.leases`); either asks for no report sooner than ``pace_s``, and holds as long
-    (`app.quota.pacing`). `stats` (the metrics) learns each group's totals as a plan of it
-    saw them; ``counter`` counts the units each group used, once stored (`app.quota.counts`);
-    ``max_reporters`` caps a role's live reporters per namespace
-    (`limit_reporters`).
+    the JSON of a `ReportResult`. In named steps: **claim** the reporter and check its
+    rights; **recall** what the process knows of it and which of its groups moved; if
+    nothing changed, the report is **steady** and skips to the answer; else **plan** the
+    groups whose inputs changed, under their locks, settling each namespace's grants into
+    its row; **store** the rows due; answer, **leased** (`app.quota.leases`): a steady
+    reporter's answer holds for ``max_lease_s``, a settling one's for an interval; either
+    asks for no report sooner than ``pace_s``, and holds as long (`app.quota.pacing`).
     """
-    # 1. Look up.
-    names = list(report.namespaces)
-    queries = UsageRepository.of(session)
+    handled = _claim(session, serving, principal, reporter_id, report, now, pace_s)
+    _recall(handled, serving)
+    steady = _steady(handled)
+    if steady and handled.known is not None:
+        state = replace(handled.known)  # shares its rows, plans and answers, as they stay
+        state.checked_at, state.full_check_at = now, handled.full_check_at
+        planned = _Planned(state, [], [], [])
+    else:
+        planned = _plan_report(handled, serving)
+    if handled.claimed is not None:
+        _store(session, handled, planned, serving, steady=steady)
+    if steady and handled.repeated is not None:
+        answered = handled.repeated  # nothing an answer comes from changed
+    else:
+        answered = _answer(planned.state, planned.entries, handled.generation)
+    return _leased(session, handled, planned, answered, serving)
+
+
+def _claim(
+    session: Session,
+    serving: Serving,
+    principal: Principal,
+    reporter_id: str,
+    report: UsageReport,
+    now: float,
+    pace_s: float,
+) -> _Handled:
+    """Claim the reporter (its lease), and check that its role may report for every
+    namespace it names."""
     claimed = claim(
         principal=principal,
         reporter_id=reporter_id,
         report=report,
         now=now,
-        interval_s=interval_s,
-        cache=cache,
+        interval_s=serving.interval_s,
+        cache=serving.cache,
         pace_s=pace_s,
     )
-    accepted = claimed is not None
-    moment = datetime.fromtimestamp(now, UTC)
     # The claim reads the admin generation too, before anything it guards is read (and, an
     # accepted report being soft state, has its commit not wait for the disk: see
     # `UsageRepository.claim`).
     token, generation = claim_reporter(
         session, principal, reporter_id, None if claimed is None else claimed.until
     )
-    # Namespaces that this process last answered the reporter about under the same admin
-    # generation exist, in the groups answered: looked up again only for a report that
-    # turns out not to be steady.
-    repeated = cache.last_answer(reporter_id, generation, names)
     # Rights before existence: a namespace the role may not report for is a 403 whether it
     # exists or not. Rights are admin state: known once under the generation.
-    keys = [parse_namespace(name) for name in names]
+    keys = [parse_namespace(name) for name in report.namespaces]
+    cache = serving.cache
     if not cache.authorized(generation, principal.role, keys):
         authorize_reporting(session, principal, keys)
         cache.remember_authorized(generation, principal.role, keys)
-    looked_up = None if repeated else _look_up(queries, names, cache, generation)
-
-    known = cache.reporter(reporter_id, token)
-    rows = known.rows if known is not None else queries.rows(reporter_id)
-    covered_s = report.intervalMs / 1000
-    markers, full_check_at = _moved_markers(
-        queries, reporter_id, known, cache, now, interval_s, full_look_s(interval_s, max_lease_s)
+    queries = UsageRepository.of(session)
+    return _Handled(
+        queries, principal, reporter_id, report, now, pace_s, claimed, token, generation, keys
     )
-    # Steady: the same namespaces in the same groups, plans whose inputs did not change
-    # and that wait for nothing (`_stale`), figures within 5% of those stored. Then nothing
-    # is planned, written or built anew.
-    steady = (
+
+
+def _recall(handled: _Handled, serving: Serving) -> None:
+    """What the process knows of the reporter, and which of its groups moved since."""
+    cache, interval_s, queries = serving.cache, serving.interval_s, handled.queries
+    names = list(handled.report.namespaces)
+    # Namespaces that this process last answered the reporter about under the same admin
+    # generation exist, in the groups answered.
+    handled.repeated = repeated = cache.last_answer(handled.reporter_id, handled.generation, names)
+    if repeated is None:
+        handled.looked_up = _look_up(queries, names, cache, handled.generation)
+    handled.known = known = cache.reporter(handled.reporter_id, handled.token)
+    handled.rows = known.rows if known is not None else queries.rows(handled.reporter_id)
+    full_look = full_look_s(interval_s, serving.max_lease_s)
+    handled.markers, handled.full_check_at = _moved_markers(
+        queries, handled.reporter_id, known, cache, handled.now, interval_s, full_look
+    )
+
+
+def _steady(handled: _Handled) -> bool:
+    """Whether nothing changed: the same namespaces in the same groups, plans whose inputs
+    did not change and that wait for nothing (`_stale`), figures within 5% of those
+    stored. Then nothing is planned, written or built anew."""
+    repeated, known = handled.repeated, handled.known
+    return (
         repeated is not None
         and known is not None
         and known.last is repeated
         and not repeated.early
         and not known.releasing
-        and not markers
-        and held_still(repeated.held, figures_of(report), covered_s)
+        and not handled.markers
+        and held_still(repeated.held, figures_of(handled.report), handled.covered_s)
     )
-    saved: list[Saved] = []  # the groups planned, to be stored with the rows
-    if steady and known is not None:
-        state = replace(known)  # shares its rows, plans and answers, which stay as they are
-        state.checked_at, state.full_check_at = now, full_check_at
-        entries: list[_Entry] = []
-        dropped: list[NamespaceKey] = []
-    else:
-        state = ReporterState(
-            token=token or 0,
-            rows=rows,
-            plans=dict(known.plans) if known is not None else {},
-            answers=dict(known.answers) if known is not None else {},
-            checked_at=now,
-            full_check_at=full_check_at,
-        )
-        refs, effective = looked_up or _look_up(queries, names, cache, generation)
-        entries = [
-            _entry(
-                key,
-                ref,
-                effective[key],
-                rows.get(key),
-                report.namespaces[ref],
-                covered_s,
-                _fair(state.plans, effective[key], key),
-            )
-            for key, ref in refs.items()
-        ]
-        dropped = [key for key in rows if key not in refs]
-        joined = [entry.key for entry in entries if entry.row is None]
-        if joined and accepted and max_reporters is not None:
-            limit_reporters(queries, principal, reporter_id, joined, moment, max_reporters)
-        # 2. Plan. Until this report commits, no other report plans or marks any group it
-        # may plan or mark: each reads the others' allocations in force as they are after
-        # every earlier grant (see the module's docstring).
-        queries.lock(_groups_touched(entries, rows), moment)
-        groups: dict[str, list[_Entry]] = defaultdict(list)
-        for entry in entries:
-            if entry.effective.group is not None and entry.effective.limited:
-                groups[entry.effective.group].append(entry)
-        replanned = _plan(
-            queries,
-            state.plans,
-            reporter_id,
-            rows,
-            groups,
-            markers,
-            moment,
-            stats,
-            saved,
-            paced=pace_s > 0,
-        )
-        # 3. Settle.
-        _settle(entries, state.plans, replanned)
-        state.releasing = any(plan.counted for plan in state.plans.values())
 
-    # 4. Write.
-    if accepted:
-        written = _write(
-            queries, reporter_id, entries, [(key, rows[key]) for key in dropped], saved, moment
+
+def _plan_report(handled: _Handled, serving: Serving) -> _Planned:
+    """Plan the groups whose inputs changed, under their locks, and settle each
+    namespace's grants into its row."""
+    queries, known, rows = handled.queries, handled.known, handled.rows
+    state = ReporterState(
+        token=handled.token or 0,
+        rows=rows,
+        plans=dict(known.plans) if known is not None else {},
+        answers=dict(known.answers) if known is not None else {},
+        checked_at=handled.now,
+        full_check_at=handled.full_check_at,
+    )
+    entries, dropped = _entries(handled, state.plans, serving)
+    # Until this report commits, no other report plans or marks any group it may plan or
+    # mark: each reads the others' allocations in force as they are after every earlier
+    # grant (see the module's docstring).
+    queries.lock(_groups_touched(entries, rows), handled.moment)
+    groups: dict[str, list[_Entry]] = defaultdict(list)
+    for entry in entries:
+        if entry.effective.group is not None and entry.effective.limited:
+            groups[entry.effective.group].append(entry)
+    saved: list[Saved] = []
+    replanned = _plan(handled, state.plans, groups, serving.stats, saved)
+    _settle(entries, state.plans, replanned)
+    state.releasing = any(plan.counted for plan in state.plans.values())
+    return _Planned(state, entries, dropped, saved)
+
+
+def _entries(
+    handled: _Handled, plans: Mapping[str, Plan], serving: Serving
+) -> tuple[list[_Entry], list[NamespaceKey]]:
+    """The report's namespaces as it reports them now, and those it no longer reports; a
+    role that would have too many live reporters in a namespace it joins is refused."""
+    rows, report = handled.rows, handled.report
+    refs, effective = handled.looked_up or _look_up(
+        handled.queries, list(report.namespaces), serving.cache, handled.generation
+    )
+    entries = [
+        _entry(
+            key,
+            ref,
+            effective[key],
+            rows.get(key),
+            report.namespaces[ref],
+            handled.covered_s,
+            _fair(plans, effective[key], key),
         )
-        if written is not None:
-            state.token = written
-            state.rows = {
-                entry.key: Row(entry.figures, entry.effective.group, entry.planned)
-                if entry.write
-                else rows[entry.key]
-                for entry in entries
-            }
-        if counter is not None:
-            members = state.rows if steady else {e.key: e.effective.group for e in entries}
-            used = _used_by_group(report, keys, members)
-            after_commit(session, lambda: counter.add(used, now, covered_s))
-        if queries.moved:
-            # Markers it moved are news to the process's shared looks at them, once committed.
-            after_commit(session, cache.forget_markers)
-    # 5. Answer. When steady, nothing an answer comes from changed (groups, plans,
-    # namespaces): the last one holds.
-    answered = repeated if steady and repeated is not None else _answer(state, entries, generation)
+        for key, ref in refs.items()
+    ]
+    dropped = [key for key in rows if key not in refs]
+    joined = [entry.key for entry in entries if entry.row is None]
+    if joined and handled.claimed is not None and serving.max_reporters is not None:
+        limit_reporters(
+            handled.queries,
+            handled.principal,
+            handled.reporter_id,
+            joined,
+            handled.moment,
+            serving.max_reporters,
+        )
+    return entries, dropped
+
+
+def _store(
+    session: Session, handled: _Handled, planned: _Planned, serving: Serving, *, steady: bool
+) -> None:
+    """Write the rows due and the groups planned; count the units used, once committed."""
+    queries, rows, state, entries = handled.queries, handled.rows, planned.state, planned.entries
+    dropped = [(key, rows[key]) for key in planned.dropped]
+    written = _write(queries, handled.reporter_id, entries, dropped, planned.saved, handled.moment)
+    if written is not None:
+        state.token = written
+        state.rows = {
+            entry.key: Row(entry.figures, entry.effective.group, entry.planned)
+            if entry.write
+            else rows[entry.key]
+            for entry in entries
+        }
+    counter = serving.counter
+    if counter is not None:
+        members = state.rows if steady else {e.key: e.effective.group for e in entries}
+        used = _used_by_group(handled.report, handled.keys, members)
+        now, covered_s = handled.now, handled.covered_s
+        after_commit(session, lambda: counter.add(used, now, covered_s))
+    if queries.moved:
+        # Markers it moved are news to the process's shared looks at them, once committed.
+        after_commit(session, serving.cache.forget_markers)
+
+
+def _leased(
+    session: Session,
+    handled: _Handled,
+    planned: _Planned,
+    answered: LastAnswer,
+    serving: Serving,
+) -> bytes:
+    """The answer, with its lease: the reporter's claim moved to it, and the process's
+    memory of the reporter kept once committed."""
+    state, interval_s, now = planned.state, serving.interval_s, handled.now
     state.last = answered
+    accepted = handled.claimed is not None
     # A reporter that changed nothing its groups' plans read, and waits for nothing, holds
     # its answer for a lease: whatever moves its share from now on is pushed to it.
-    quiet = not dropped and not any(entry.changed for entry in entries)
+    quiet = not planned.dropped and not any(entry.changed for entry in planned.entries)
     leased = lease_s(
         steady=accepted and quiet and not answered.early,
         interval_s=interval_s,
-        max_lease_s=max_lease_s,
+        max_lease_s=serving.max_lease_s,
     )
-    state.lease_s, state.pace_s = leased, pace_s
-    held = max(leased, pace_s)
-    if claimed is not None and token is not None:
-        until = lease_until(moment, held, interval_s)
-        if until != claimed.until:  # not the lease guessed
-            queries.extend(reporter_id, until)
+    state.lease_s, state.pace_s = leased, handled.pace_s
+    held = max(leased, handled.pace_s)
+    if handled.claimed is not None and handled.token is not None:
+        until = lease_until(handled.moment, held, interval_s)
+        if until != handled.claimed.until:  # not the lease guessed
+            handled.queries.extend(handled.reporter_id, until)
         # Remembered once committed: a rolled-back report must not be taken for stored.
+        cache, reporter_id = serving.cache, handled.reporter_id
         after_commit(session, lambda: cache.remember(reporter_id, state))
+    stats = serving.stats
     if stats is not None and now - state.observed_at >= interval_s:
         # Groups not planned again have the totals last recorded: marked current once an
         # interval, so that the metrics do not take them for silent.
         stats.touch(state.plans)
         state.observed_at = now
-    return _result(answered, accepted, interval_s, held, pace_s)
+    return _result(answered, accepted, interval_s, held, handled.pace_s)
 
 
 def _used_by_group(
@@ -499,47 +615,70 @@ def _moved_markers(
     that much earlier, and what it missed, its next finds.
     """
     if known is not None and len(known.plans) <= FEW_GROUPS:
-        groups = list(known.plans)
-        if not groups:
-            return {}, now
-        current = None if queries.moved else cache.markers_read(now, groups)
-        if current is None:
-            current = queries.markers(groups)
-            if not queries.moved:  # else the transaction's own moves are not committed yet
-                cache.remember_markers_read(now, groups, current)
-        moved = {
-            name: marker
-            for name, plan in known.plans.items()
-            if (marker := current.get(name)) is not None and marker != plan.marker
-        }
-        return moved, now
+        return _markers_now(queries, known, cache, now), now
     if known is not None and now - known.full_check_at < full_look:
-        since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
-        # Limited and in index order, so that the database reads only what changed even when
-        # its statistics are too old to tell it how little that is.
-        limit = max(len(known.rows), FEW_MARKERS)
-        changed, made = queries.changed_markers(since, limit + 1, now, cache.marker_look(now))
-        if made is not None:
-            cache.remember_marker_look(made)
-        if len(changed) <= limit:
-            plans = known.plans
-            moved = {
-                name: marker
-                for name, marker in changed
-                if (plan := plans.get(name)) is not None and plan.marker != marker
-            }
+        moved = _markers_changed(queries, known, cache, now, interval_s)
+        if moved is not None:
             return moved, known.full_check_at
     # Rows store the marker they were last written under; a plan kept since (`_plan`)
     # has a newer one, which is what tells whether the group moved since.
     stale = queries.stale(reporter_id)
     if known is not None and stale:
-        plans = known.plans
-        stale = {
-            name: marker
-            for name, marker in stale.items()
-            if (plan := plans.get(name)) is None or plan.marker != marker
-        }
+        stale = _moved_since_planned(known.plans, stale.items())
     return stale, now
+
+
+def _moved_since_planned(
+    plans: Mapping[str, Plan], markers: Iterable[tuple[str, int]]
+) -> dict[str, int]:
+    """The groups among ``markers`` (group, marker now) whose marker is not that of the
+    reporter's plan of them, or that it has no plan of."""
+    return {
+        name: marker
+        for name, marker in markers
+        if (plan := plans.get(name)) is None or plan.marker != marker
+    }
+
+
+def _markers_now(
+    queries: UsageRepository, known: ReporterState, cache: ReportCache, now: float
+) -> dict[str, int]:
+    """The reporter's planned groups whose markers moved, read as they are now."""
+    groups = list(known.plans)
+    if not groups:
+        return {}
+    current = None if queries.moved else cache.markers_read(now, groups)
+    if current is None:
+        current = queries.markers(groups)
+        if not queries.moved:  # else the transaction's own moves are not committed yet
+            cache.remember_markers_read(now, groups, current)
+    return _moved_since_planned(known.plans, current.items())
+
+
+def _markers_changed(
+    queries: UsageRepository,
+    known: ReporterState,
+    cache: ReportCache,
+    now: float,
+    interval_s: float,
+) -> dict[str, int] | None:
+    """The reporter's planned groups whose markers moved, from the markers changed since
+    its last look; None if more changed than it has rows (then it compares them all)."""
+    since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
+    # Limited and in index order, so that the database reads only what changed even when
+    # its statistics are too old to tell it how little that is.
+    limit = max(len(known.rows), FEW_MARKERS)
+    changed, made = queries.changed_markers(since, limit + 1, now, cache.marker_look(now))
+    if made is not None:
+        cache.remember_marker_look(made)
+    if len(changed) > limit:
+        return None
+    plans = known.plans  # groups it has no plan of are not its business here
+    return {
+        name: marker
+        for name, marker in changed
+        if (plan := plans.get(name)) is not None and plan.marker != marker
+    }
 
 
 def _fair(plans: Mapping[str, Plan], effective: Effective, key: NamespaceKey) -> Rates | None:
@@ -584,237 +723,145 @@ def namespace_of(key: NamespaceKey) -> str:
 
 
 def _plan(
-    queries: UsageRepository,
+    handled: _Handled,
     plans: dict[str, Plan],
-    reporter_id: str,
-    own: Mapping[NamespaceKey, Row],
     groups: dict[str, list[_Entry]],
-    markers: dict[str, int],
-    now: datetime,
     stats: GroupStats | None,
     saved: list[Saved],
-    *,
-    paced: bool,
 ) -> set[str]:
     """Plan again each group whose inputs changed since the reporter's last plan of it
-    (``markers`` holds those whose marker moved; ``own`` are the reporter's rows as stored);
-    returns those groups.
+    (its marker moved, `_Handled.markers`, or `_stale`); returns those groups.
 
-    A group's grants come from its summary (`app.quota.levels`), made anew from every
-    reporter's row when it no longer holds, and from its sums in force, which each grant
-    moves by what it changes. Both are added to ``saved``, which `_write` stores with the
-    report's rows (if the report is accepted).
+    Each group's ledger (its summary and sums in force) is read (`_ledgers`), the planner
+    grants from it (`app.quota.planner.plan`), and what it returns is added to ``saved``,
+    which `_write` stores with the report's rows (if the report is accepted). A plan that
+    grants what is in force already, from a summary made at the marker now, stores nothing:
+    neither the group's row nor the reporter's; it is remembered under the new marker
+    (`_moved_markers` compares markers with it).
 
-    A ``paced`` reporter (`app.quota.pacing`) wakes nobody: paced workers learn their shares
+    A paced reporter (`app.quota.pacing`) wakes nobody: paced workers learn their shares
     at their pace, and waking them all at once would bring back the load the pace keeps
-    off. Nor does it take a rise of less than `PACED_RISE`: a changed allocation makes its
-    worker come back once more, a pace later (a minute or more, with thousands of workers
-    settling), for what is worth less than a hundredth of its rate; its group's allocations
-    in force end up that much under the quota at most.
+    off.
     """
     for group in [group for group in plans if group not in groups]:
         del plans[group]
-    if not groups:
-        return set()
     stale = [
         group
         for group, entries in groups.items()
-        if group in markers or _stale(plans.get(group), entries)
+        if group in handled.markers or _stale(plans.get(group), entries)
     ]
     if not stale:
         return set()
-    rows = queries.group_rows(stale)
-    for group, row in rows.items():
-        markers.setdefault(group, row.marker)
-    summaries: dict[str, GroupSummary] = {}
-    previous: dict[str, Previous] = {}
-    for group, stored in rows.items():
-        if stored.levels is not None:
-            entries = groups[group]
-            changing = any(entry.changed for entry in entries)
-            kept, previous[group] = GroupSummary.read(
-                stored.levels, stored.marker, entries[0].effective.quotas, changing=changing
-            )
-            if kept is not None:
-                summaries[group] = kept
-    peers: dict[str, list[tuple[str, NamespaceKey, Figures]]] = defaultdict(list)
-    counted: dict[str, list[float]] = {}
-    unsummarized = [group for group in stale if group not in summaries]
-    if unsummarized:
-        live, counted = queries.peers(reporter_id, unsummarized, now)
-        for group, reporter, key, figures in live:
-            peers[group].append((reporter, key, figures))
-        # The sums in force count every row in the group: the others', and the reporter's
-        # own as stored (those it no longer reports included, until `_write` drops them).
-        among = set(unsummarized)
-        for mine in own.values():
-            if mine.group in among:
-                _count_allocations(counted, mine)
+    members = {group: [_member(entry, group) for entry in groups[group]] for group in stale}
+    ledgers = _ledgers(handled, groups, members)
+    markers, paced = handled.markers, handled.pace_s > 0
     plan_ids = iter(new_tokens(len(stale)))
     unchanged: set[str] = set()
     for group in stale:
-        entries = groups[group]
-        quotas = entries[0].effective.quotas
-        # What each namespace has in force in this group (nothing, if it was in another).
-        before = [_in_force_in(entry, group) for entry in entries]
-        namespaces = [namespace_of(entry.key) for entry in entries]
-        summary = summaries.get(group)
-        found = rows.get(group)
-        woken = False
-        # Whether the plan may be kept without storing anything (see below): from a
-        # summary made at the group's marker now, for rows that change nothing.
-        keepable = (
-            summary is not None
-            and found is not None
-            and summary.marker == markers.get(group)
-            and not any(entry.changed for entry in entries)
-        )
-        if summary is None or found is None:
-            summary, woken = _summarize(
-                markers.get(group, 0), quotas, peers[group], entries, namespaces, before
-            ).wake_after(previous.get(group))
-            in_force = counted.get(group) or [0.0] * len(DIMENSIONS)
-        else:
-            in_force = list(found.in_force)
-            summary = summary.updated(
-                [e.row.figures if e.row and e.row.group == group else None for e in entries],
-                [entry.figures for entry in entries],
-            )
-        # Per namespace, per dimension: the rate granted and the fair share (None where
-        # the group does not limit it).
-        rates: list[list[float | None]] = [[None] * len(DIMENSIONS) for _ in entries]
-        fairs: list[list[float | None]] = [[None] * len(DIMENSIONS) for _ in entries]
-        # Per dimension, the shortfall of its levels once settled by every grant: what
-        # the summary is stored with.
-        shortfalls = [0.0] * len(DIMENSIONS)
-        # Per namespace whose rates fell where its reporter says what it enforces, per
-        # dimension: the rate counted in force until it has applied the new one.
-        fell: dict[int, dict[int, float]] = defaultdict(dict)
-        early = False
-        released_room = _released(entries, group)
-        for index, dimension in enumerate(summary.dimensions):
-            if dimension is None:
-                continue
-            demand_at = DEMANDS[index]
-            levels = dimension.levels
-            settled_shortfall = levels.settled_shortfall
-            # Each grant as from the levels settled by the grants before it (`Levels.settled`).
-            shortfall = levels.shortfall
-            # The stored sums still count what this report's rows release.
-            total = in_force[index] - released_room[index]
-            for position, (entry, namespace, had, rated, fair) in enumerate(
-                zip(entries, namespaces, before, rates, fairs, strict=True)
-            ):
-                was = had[index]
-                demand = entry.figures[demand_at]
-                rate, fair[index], soon = granted(levels, shortfall, namespace, demand, was, total)
-                if was is not None and not moved(was, rate, ALLOCATION_CHANGE):
-                    rate = was  # as `_settle` keeps it
-                elif paced and was is not None and was < rate < was * (1 + PACED_RISE):
-                    rate = was
-                in_force_now = rate
-                if was is not None and rate < was and entry.enforced[index] is not None:
-                    # The worker runs at ``was`` until the answer reaches it: the room is
-                    # the others' once it says so, at its next report, which comes soon.
-                    in_force_now, soon = was, True
-                    fell[position][index] = was
-                if soon:
-                    early = True
-                total += in_force_now - (was or 0.0)
-                shortfall = settled_shortfall(shortfall, namespace, demand, was, rate)
-                rated[index] = rate
-            in_force[index] = total
-            shortfalls[index] = shortfall
-        # Kept: the grants are the allocations in force, from a summary that holds as it is
-        # (made at this marker, which no grant since has moved), so neither the group's
-        # row nor the reporter's changes: nothing is stored, and the plan is remembered
-        # under the new marker (`_moved_markers` compares markers with it).
-        keep = (
-            keepable
-            and not fell
-            and all(tuple(r) == had for r, had in zip(rates, before, strict=True))
-        )
-        if keep:
+        ledger = ledgers[group]
+        planned = planner.plan(ledger.summary, ledger.in_force, members[group], paced=paced)
+        if ledger.keepable and planned.unchanged:
             unchanged.add(group)
         else:
-            saved.append((group, summary.to_json(shortfalls), in_force, woken and not paced))
-        plans[group] = Plan(
-            id=next(plan_ids),
-            marker=markers.get(group, 0),
-            quotas=quotas,
-            rates={entry.key: tuple(r) for entry, r in zip(entries, rates, strict=True)},
-            fallbacks={entry.key: tuple(f) for entry, f in zip(entries, fairs, strict=True)},
-            early=early,
-            counted={
-                entries[position].key: tuple(
-                    falls.get(i, rate) for i, rate in enumerate(rates[position])
-                )
-                for position, falls in fell.items()
-            },
-        )
+            summary = ledger.summary.to_json(planned.shortfalls)
+            saved.append((group, summary, planned.in_force, ledger.woken and not paced))
+        plans[group] = _kept(next(plan_ids), markers.get(group, 0), groups[group], planned)
         if stats is not None:
-            stats.record(group, *_totals(summary, in_force))
+            stats.record(group, *_totals(ledger.summary, planned.in_force))
     return set(stale) - unchanged
 
 
-def _in_force_in(entry: _Entry, group: str) -> Rates:
-    """The allocations a namespace has in force in ``group`` as it reports (its row's, less
-    what it releases): none if it is new or was in another group."""
-    if entry.row is None or entry.row.group != group:
-        return _ALL_UNLIMITED
-    return tuple(entry.figures[at] for at in ALLOCATIONS)
+@dataclass(frozen=True, slots=True)
+class _Ledger:
+    """A group as a report plans it: its summary and sums in force."""
+
+    summary: GroupSummary
+    in_force: Sequence[float]
+    keepable: bool
+    """Whether a plan that changes nothing may be kept without storing anything: its
+    summary was made at the group's marker now, and the report changes none of its rows."""
+    woken: bool
+    """Whether the summary, made anew, moved the shares enough to wake the group."""
 
 
-def _released(entries: list[_Entry], group: str) -> list[float]:
-    """Per dimension, what the report's rows in ``group`` release of the allocations the
-    group's sums count for them (falls applied since they were granted: `_entry`)."""
-    room = [0.0] * len(DIMENSIONS)
-    for entry in entries:
-        row = entry.row
-        if row is None or row.group != group or row.figures is entry.figures:
+def _member(entry: _Entry, group: str) -> planner.Member:
+    row = entry.row
+    stored = row.figures if row is not None and row.group == group else None
+    return planner.Member(namespace_of(entry.key), stored, entry.figures, entry.enforced)
+
+
+def _ledgers(
+    handled: _Handled,
+    groups: dict[str, list[_Entry]],
+    members: dict[str, list[planner.Member]],
+) -> dict[str, _Ledger]:
+    """Each group's ledger: its stored summary while it holds (`GroupSummary.read`), moved
+    by what the report changes; else one made anew from every live reporter's row, with
+    the sums in force counted again from every row counted in the group."""
+    queries, markers = handled.queries, handled.markers
+    rows = queries.group_rows(list(members))
+    for group, row in rows.items():
+        markers.setdefault(group, row.marker)
+    ledgers: dict[str, _Ledger] = {}
+    previous: dict[str, Previous] = {}
+    for group, stored in rows.items():
+        if stored.levels is None:
             continue
-        for index, at in enumerate(ALLOCATIONS):
-            room[index] += (row.figures[at] or 0.0) - (entry.figures[at] or 0.0)
-    return room
-
-
-def _summarize(
-    marker: int,
-    quotas: Sequence[float | None],
-    members: list[tuple[str, NamespaceKey, Figures]],
-    entries: list[_Entry],
-    namespaces: list[str],
-    before: list[Rates],
-) -> GroupSummary:
-    """A group's summary from its live reporters' rows (the reporter's own as it
-    reports now, in ``namespaces``, with the allocations they had in force in the group,
-    ``before``): the allocator's reports as columns, peers first."""
-    figures = [member[2] for member in members]
-    figures += [entry.figures for entry in entries]
-    names = [namespace_of(member[1]) for member in members]
-    names += namespaces
-    # The figures as columns (per figure, every reporter's, in order), and the allocations
-    # in force per dimension: peers' as stored, then the reporter's own.
-    columns = list(zip(*figures, strict=True))
-    had = list(zip(*before, strict=True))
-    peers = len(members)
-    dimensions: list[DimensionSummary | None] = []
-    for index, quota in enumerate(quotas):
-        if quota is None:
-            dimensions.append(None)
-            continue
-        demands = columns[DEMANDS[index]]
-        allocations = [*columns[ALLOCATIONS[index]][:peers], *had[index]]
-        dimensions.append(
-            DimensionSummary(
-                summarize_columns(quota, names, demands, allocations),
-                sum(columns[USAGES[index]], 0.0),
-                sum([d for d in demands if d < UNKNOWN_DEMAND], 0.0),
-            )
+        changing = any(entry.changed for entry in groups[group])
+        kept, previous[group] = GroupSummary.read(
+            stored.levels, stored.marker, groups[group][0].effective.quotas, changing=changing
         )
-    reporters = len({member[0] for member in members}) + 1
-    units = len(members) + len(entries)
-    return GroupSummary(marker, units, 1, reporters, tuple(dimensions))  # its first grant
+        if kept is not None:
+            updated = kept.updated(
+                [member.stored for member in members[group]],
+                [member.figures for member in members[group]],
+            )
+            keepable = kept.marker == markers.get(group) and not changing
+            ledgers[group] = _Ledger(updated, stored.in_force, keepable, False)
+    unsummarized = [group for group in members if group not in ledgers]
+    if unsummarized:
+        peers, counted = _peers(handled, unsummarized)
+        for group in unsummarized:
+            quotas = groups[group][0].effective.quotas
+            summary, woken = planner.summarize(
+                markers.get(group, 0), quotas, peers[group], members[group]
+            ).wake_after(previous.get(group))
+            in_force = counted.get(group) or [0.0] * len(DIMENSIONS)
+            ledgers[group] = _Ledger(summary, in_force, False, woken)
+    return ledgers
+
+
+def _peers(
+    handled: _Handled, groups: list[str]
+) -> tuple[dict[str, list[tuple[str, str, Figures]]], dict[str, planner.Sums]]:
+    """The other live reporters' rows in each group; and the group's sums in force counted
+    from every row counted in it: the others', and the reporter's own as stored (those it
+    no longer reports included, until `_write` drops them)."""
+    live, counted = handled.queries.peers(handled.reporter_id, groups, handled.moment)
+    peers: dict[str, list[tuple[str, str, Figures]]] = defaultdict(list)
+    for group, reporter, key, figures in live:
+        peers[group].append((reporter, namespace_of(key), figures))
+    among = set(groups)
+    mine = [
+        (row.group, planner.allocations_of(row.figures))
+        for row in handled.rows.values()
+        if row.group in among
+    ]
+    return peers, planner.count([*counted, *mine])
+
+
+def _kept(plan_id: int, marker: int, entries: list[_Entry], planned: planner.GroupPlan) -> Plan:
+    """What the process keeps of a reporter's plan of a group."""
+    keys = [entry.key for entry in entries]
+    return Plan(
+        id=plan_id,
+        marker=marker,
+        quotas=entries[0].effective.quotas,
+        rates=dict(zip(keys, planned.rates, strict=True)),
+        fallbacks=dict(zip(keys, planned.fairs, strict=True)),
+        early=planned.early,
+        counted={keys[position]: rates for position, rates in planned.counted.items()},
+    )
 
 
 def _stale(known: Plan | None, entries: list[_Entry]) -> bool:
@@ -887,17 +934,17 @@ def _write(
     groups stored, those among them). Returns the new token of the reporter's rows, if any
     was written or dropped."""
     rows: list[Written] = []
-    changed: set[str] = set()
-    # Allocations that leave a group (rows dropped, or moved to another group) leave its
-    # sums in force; each report adds what its own grants change (`_plan`).
-    left: dict[str, list[float]] = {}
-    for _, stored in dropped:
-        _count_allocations(left, stored)
-        if stored.group is not None:
-            changed.add(stored.group)
+    changed = {stored.group for _, stored in dropped if stored.group is not None}
+    # Rows that leave a group (dropped, or moved to another group) take their allocations
+    # out of its sums in force; each report adds what its own grants change (`_plan`).
+    leaving = [stored for _, stored in dropped]
+    leaving += [
+        entry.row
+        for entry in entries
+        if entry.row is not None and entry.row.group != entry.effective.group
+    ]
+    left = planner.count((row.group, planner.allocations_of(row.figures)) for row in leaving)
     for entry in entries:
-        if entry.row is not None and entry.row.group != entry.effective.group:
-            _count_allocations(left, entry.row)
         if not entry.write:
             continue
         group = entry.effective.group
@@ -911,7 +958,7 @@ def _write(
     moved_already = queries.write(reporter_id, now, rows, saved, changed, token)
     if dropped:
         queries.drop(reporter_id, [key for key, _ in dropped])
-    queries.take_in_force(left)
+    queries.take_in_force(left, now)
     queries.move_markers(changed - moved_already, now)
     return token
 
@@ -938,15 +985,6 @@ def _rose(entry: _Entry) -> bool:
         if at not in _ALLOCATION_AT or old is None or new is None or new < old:
             return False
     return True
-
-
-def _count_allocations(sums: dict[str, list[float]], row: Row) -> None:
-    """Add the row's allocations to its group's sums (per dimension)."""
-    if row.group is None:
-        return
-    summed = sums.setdefault(row.group, [0.0] * len(DIMENSIONS))
-    for index, at in enumerate(ALLOCATIONS):
-        summed[index] += row.figures[at] or 0.0
 
 
 def _by_dimension(rates: Rates) -> dict[str, float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,9 +16,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from app.access import Principal
-from app.quota import store
+from app.quota import reporters, store
 from app.quota.schemas import UsageReport
 from app.state import state_of
+from rgspark.wire import GRACE_INTERVALS
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     INTERVAL_S,
     LEASE_MS,
@@ -143,15 +145,18 @@ def paced_report(app: FastAPI, reporter: str, payload: Any, pace_s: float) -> di
     workers to ``pace_s`` (`app.quota.pacing`)."""
     state = state_of(app)
     with state.sessions.begin() as session:
+        serving = store.Serving(
+            interval_s=state.settings.report_interval_seconds,
+            max_lease_s=state.settings.report_lease_seconds,
+            cache=state.report_cache,
+        )
         answer = store.submit(
             session,
+            serving,
             principal=Principal("job", is_superuser=False),
             reporter_id=reporter,
             report=UsageReport.model_validate(payload),
             now=state.clock(),
-            interval_s=state.settings.report_interval_seconds,
-            cache=state.report_cache,
-            max_lease_s=state.settings.report_lease_seconds,
             pace_s=pace_s,
         )
     found: dict[str, Any] = json.loads(answer)
@@ -240,6 +245,19 @@ class TestWakes:
         response = TestClient(servers[1]).delete("/quota/v1/reporters/a", headers=job)
         assert response.status_code == 204
         assert wake(servers[0], auth) > before
+
+    def test_silent_workers_forgotten_wake_the_group_as_a_release_does(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+    ) -> None:
+        both_want_800(servers, auth("job"), clock, rounds=6)
+        before = wake(servers[0], auth)
+        # Both fall silent until their leases and the grace after them are over; the
+        # upkeep that every process runs then forgets them, with no report to see it.
+        clock.now += (LEASE_INTERVALS + GRACE_INTERVALS + 1) * INTERVAL_S
+        state = state_of(servers[0])
+        with state.sessions() as session, session.begin():
+            reporters.expire(session, datetime.fromtimestamp(clock.now, UTC), state.report_cache)
+        assert wake(servers[1], auth) > before
 
     def test_a_long_poll_is_answered_as_soon_as_the_wake_moves(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock

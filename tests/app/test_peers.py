@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from app.quota.planner import count
 from app.quota.repository import UsageRepository
 from app.state import state_of
 from tests.app.plans import groups_of_a_namespace, rows_read
@@ -56,7 +57,7 @@ def test_the_peers_are_the_other_live_reporters_rows_counted_in_the_groups(
 ) -> None:
     queries = UsageRepository.of(session)
     _fill(queries)
-    peers, sums = queries.peers("r0", ["g3", "g7"], NOW)
+    peers, counted = queries.peers("r0", ["g3", "g7"], NOW)
     expected = {
         (f"g{group}", f"r{reporter}", ("t", f"n{group}"), _figures(reporter, group))
         for reporter in range(1, REPORTERS)
@@ -69,8 +70,8 @@ def test_the_peers_are_the_other_live_reporters_rows_counted_in_the_groups(
     )
     # Every other reporter's allocations counted in the group, of those gone too: r1's row
     # of t/n3 in g7 rather than g3.
-    assert sums == {"g3": [REPORTERS - 2.0] * 4, "g7": [float(REPORTERS)] * 4}
-    assert queries.peers("r0", ["nobody's"], NOW) == ([], {})
+    assert count(counted) == {"g3": [REPORTERS - 2.0] * 4, "g7": [float(REPORTERS)] * 4}
+    assert queries.peers("r0", ["nobody's"], NOW) == ([], [])
 
 
 def test_the_peers_read_only_their_groups_rows_whatever_the_statistics(

@@ -16,7 +16,7 @@ from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
 from app.api import deps
-from app.errors import register_error_handlers
+from app.api.errors import register_error_handlers
 from app.models import ResourceGroup
 from app.schemas import ResourceGroupUpdate
 from app.services import resourcegroups
