@@ -114,12 +114,18 @@ class StoreServer:
         spaces: Iterable[str],
         max_lease_s: float,
     ) -> None:
-        self.interval_s = interval_s
         self.clock = clock
-        self.max_lease_s = max_lease_s
         self.engine = _database()
         self.sessions: sessionmaker[Session] = make_sessionmaker(self.engine)
         self.cache = ReportCache()
+        # What `app.api.quota.report_usage` serves reports with, for one server process
+        # that counts no metrics.
+        self.serving = store.Serving(
+            interval_s=interval_s,
+            max_lease_s=max_lease_s,
+            cache=self.cache,
+            max_reporters=MAX_REPORTERS,
+        )
         self.principal = Principal(ROLE, is_superuser=False)
         self.received: Counter[str] = Counter()
         self.on_change: Callable[[bool], None] = lambda admin: None
@@ -164,18 +170,14 @@ class StoreServer:
         self.engine.dispose()
 
     def _submit(self, reporter: str, content: bytes, session: Session) -> bytes:
-        # The arguments `app.api.quota.report_usage` gives, for one server process that
-        # counts no metrics; a lone report is never paced (`app.api.lanes`).
+        # A lone report is never paced (`app.api.lanes`).
         return store.submit(
             session,
+            self.serving,
             principal=self.principal,
             reporter_id=reporter,
             report=UsageReport.model_validate_json(content),
             now=self.clock(),
-            interval_s=self.interval_s,
-            cache=self.cache,
-            max_lease_s=self.max_lease_s,
-            max_reporters=MAX_REPORTERS,
         )
 
     def _release(self, reporter: str, session: Session) -> None:

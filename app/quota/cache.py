@@ -62,10 +62,10 @@ class Plan(NamedTuple):
     quotas: GroupQuotas
     rates: dict[NamespaceKey, Rates]
     fallbacks: dict[NamespaceKey, Rates]
-    """Each namespace's fair shares (`Grant.fair`): what the reporter holds when the server
-    is gone."""
+    """Each namespace's fair shares (`allocator.granted`): what the reporter holds when
+    the server is gone."""
     early: bool
-    """Whether the reporter should report again soon (`Grant.report_after`)."""
+    """Whether the reporter should report again soon (`allocator.granted`)."""
     counted: dict[NamespaceKey, Rates]
     """The namespaces whose rates fell where the reporter says what it enforces: the rates
     counted in force (and stored) until it says it applied the new ones, which are its old

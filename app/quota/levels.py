@@ -11,7 +11,7 @@ summarized at most once every n/32 grants: a report costs the same for 10 report
 5,000 (with its share of the summaries, O(1) on average), and a group of up to 32 is
 summarized afresh at every report after a change, as exactly as if every report read every
 reporter. Between summaries, each grant moves the summary's shortfall by what it changed
-(`Levels.settled`), and each report its sums of usage and demand (`GroupSummary.updated`).
+(`Levels.settled_shortfall`), and each report its sums of usage and demand (`GroupSummary.updated`).
 
 A summary a moment old errs only in the fair shares it gives: a reporter's rise is bounded
 by the headroom that the allocations in force leave free, which each grant reads from the

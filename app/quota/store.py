@@ -969,7 +969,7 @@ def _rose(entry: _Entry) -> bool:
     date. A rise takes headroom that the others' plans did not count on (each took what was
     free when it was made, and is kept: `granted` never lowers a rate for want of headroom);
     it changes no fair share (those come from demands); and the group's summary, stored
-    with it, is settled by the grant (`Levels.settled`). Headroom is freed only by what
+    with it, is settled by the grant (`Levels.settled_shortfall`). Headroom is freed only by what
     moves the marker (a fall, a reporter gone), and the round of plans that follows shares
     it out whole: each grant takes the same fraction of what it lacks (what is free over
     the summary's shortfall, both settled by the grants before it). So after a storm of
