@@ -232,7 +232,7 @@ def _summarized(
         # `water_level` of the one total: the quota if it asks for more, else unbounded.
         whole = float(quota)
         group_level = whole if total > whole else math.inf
-        level = water_level(min(total, group_level), wants)
+        level = _level_of(whole, total, wants)
         fair = [want if want < level else level for want in wants]
         namespace_levels = {first: level}
     else:
@@ -262,12 +262,23 @@ def _levels_of_namespaces(
     for namespace, demand in zip(namespaces, demands, strict=True):
         members.setdefault(namespace, []).append(demand if demand > floor else floor)
     totals = [sum(wants) for wants in members.values()]
-    group_level = water_level(quota, totals)
+    group_level = _level_of(quota, sum(totals), totals)
     namespace_levels = {
-        namespace: water_level(min(total, group_level), wants)
+        namespace: _level_of(group_level, total, wants)
         for (namespace, wants), total in zip(members.items(), totals, strict=True)
     }
     return group_level, namespace_levels
+
+
+def _level_of(part: float, total: float, wants: Sequence[float]) -> float:
+    """The water level at which ``wants``, which add up to ``total``, share ``part``:
+    unbounded when they fit in it. Said here rather than found by `water_level`, whose
+    running sum rounds by the order of the wants: 3.33 + 0.33 + 800 fit in their own sum,
+    yet it found a level of 799.9999999999999, and as the store summarizes with the
+    reporting worker last, the level flipped between that and unbounded from one summary
+    to the next, each flip a move of the shares that woke the whole group (three reports a
+    second per worker in the simulator's idle-wake scenario)."""
+    return math.inf if total <= part else water_level(part, wants)
 
 
 def granted(

@@ -75,6 +75,28 @@ class TestMaxMinFair:
         assert max_min_fair(900, [math.inf, 100, math.inf]) == [400, 100, 400]
 
 
+class TestLevelsWhateverTheOrder:
+    # Three demands that fit in their sum, whose running sum in one order rounded to a
+    # level just under the largest: summarized with the reporters in every order, the
+    # levels must be the same, or each summary moves the shares and wakes the group.
+    WANTS = (800.0, 3.3333333333333335, 0.3333333333333333)
+
+    @pytest.mark.parametrize("order", [(0, 1, 2), (1, 2, 0), (2, 1, 0), (1, 0, 2)])
+    def test_demands_that_fit_are_met_in_every_order(self, order: tuple[int, ...]) -> None:
+        demands = [self.WANTS[i] for i in order]
+        levels = summarize_columns(1000.0, ["t/a"] * 3, demands, [None] * 3)
+        assert levels.namespace_levels == {"t/a": math.inf}
+        assert levels.group_level == math.inf
+
+    @pytest.mark.parametrize("order", [(0, 1, 2), (1, 2, 0), (2, 1, 0)])
+    def test_namespaces_that_fit_are_met_in_every_order(self, order: tuple[int, ...]) -> None:
+        demands = [self.WANTS[i] for i in order]
+        namespaces = ["t/a", "t/b", "t/b"]
+        levels = summarize_columns(1000.0, namespaces, demands, [None] * 3)
+        assert levels.group_level == math.inf
+        assert set(levels.namespace_levels.values()) == {math.inf}
+
+
 class TestNamespacesFirst:
     """The quota is split between namespaces by their total demand, then within each."""
 
