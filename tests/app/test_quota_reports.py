@@ -15,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
 from app.quota import reporters, store
+from app.quota.allocator import EARLY_REPORT
 from app.quota.store import FEW_MARKERS
 from tests.check import assert_store_consistent
 from tests.conftest import SUPERUSER
@@ -83,7 +84,9 @@ class TestReports:
     ) -> None:
         result = report(servers[0], auth("job"), "r1", body(clock, 300))
         assert result["accepted"] is True
-        assert result["reportIntervalMs"] < 1000  # a newcomer reports again soon
+        # A newcomer reports again soon: an eighth of an interval on, its lease one.
+        assert result["reportIntervalMs"] == EARLY_REPORT * INTERVAL_S * 1000
+        assert result["leaseMs"] == INTERVAL_S * 1000
         for _ in range(3):
             clock.now += INTERVAL_S
             result = report(servers[0], auth("job"), "r1", body(clock, 300))
