@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic_core import to_json
+
 from app.quota.allocator import Levels
 from app.quota.leases import shares_moved
 from app.quota.types import DEMANDS, USAGES, Figures, GroupQuotas
@@ -136,47 +138,11 @@ class GroupSummary:
     def to_json(self, shortfalls: Sequence[float] | None = None) -> str:
         """The summary as compact JSON: an array of its members in order, each dimension's
         an array too (its levels' members, then its sums), and infinite levels written as
-        ``Infinity`` (Python's JSON reads and writes it; the column is read only here). A
-        broker's report writes thousands, and reads as many of the ones before.
+        ``Infinity`` (Python's JSON reads it; the column is read only here). Arrays, not
+        objects: a broker's report writes thousands, and reads as many of the ones before.
 
         ``shortfalls`` (per dimension) stand in for its levels' own: the summary as its
-        grants settled it, without the objects. Written as `json.dumps` writes the arrays,
-        by hand: a float is its ``repr``, which is what `json.dumps` writes."""
-        dimensions = self.dimensions
-        parts = []
-        for index, d in enumerate(dimensions):
-            if d is None:
-                parts.append("null")
-                continue
-            levels = d.levels
-            shortfall = levels.shortfall if shortfalls is None else shortfalls[index]
-            usage, demand = d.usage, d.demand
-            if usage.__class__ is not float or demand.__class__ is not float:
-                return self._dumped(shortfalls)
-            part = _levels_json(levels, shortfall)
-            if part is None:
-                return self._dumped(shortfalls)
-            parts.append(f"{part},{_float(usage)},{_float(demand)}]")
-        head = f"[{self.marker},{self.units},{self.grants},{self.reporters},[{','.join(parts)}]"
-        if not all(value.__class__ is int for value in (self.marker, self.units, self.grants)):
-            return self._dumped(shortfalls)
-        if self.reporters.__class__ is not int:
-            return self._dumped(shortfalls)
-        if not self.woken:
-            return head + "]"
-        woken = []
-        for was in self.woken:
-            if was is None:
-                woken.append("null")
-                continue
-            part = _levels_json(was, was.shortfall)
-            if part is None:
-                return self._dumped(shortfalls)
-            woken.append(part + "]")
-        return f"{head},[{','.join(woken)}]]"
-
-    def _dumped(self, shortfalls: Sequence[float] | None) -> str:
-        """`to_json` through `json.dumps`: for values of other types than it writes."""
+        grants settled it, without making the objects anew."""
         raw: list[Any] = [
             self.marker,
             self.units,
@@ -195,7 +161,7 @@ class GroupSummary:
         ]
         if self.woken:
             raw.append([None if w is None else _levels(w) for w in self.woken])
-        return json.dumps(raw, separators=(",", ":"))
+        return to_json(raw, inf_nan_mode="constants").decode()
 
     @classmethod
     def read(
@@ -266,50 +232,6 @@ def _levels(levels: Levels, shortfall: float | None = None) -> list[Any]:
         levels.shortfall if shortfall is None else shortfall,
         levels.unknown,
     ]
-
-
-_string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes strings with
-# A float's repr is what `json.dumps` writes, but for these.
-_SPECIAL = {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}
-_special = _SPECIAL.get
-
-
-def _float(value: float) -> str:
-    """A float as `json.dumps` writes it."""
-    text = repr(value)
-    return _special(text, text)
-
-
-def _levels_json(levels: Levels, shortfall: float) -> str | None:
-    """The levels' array as `json.dumps` writes it, without its closing bracket (a
-    dimension's sums follow them); None for values of other types than the float, str and
-    bool it writes by hand."""
-    quota, group_level, room, unknown = (
-        levels.quota,
-        levels.group_level,
-        levels.room,
-        levels.unknown,
-    )
-    if not (
-        quota.__class__ is float
-        and group_level.__class__ is float
-        and room.__class__ is float
-        and shortfall.__class__ is float
-        and unknown.__class__ is bool
-    ):
-        return None
-    namespaces = []
-    for namespace, level in levels.namespace_levels.items():
-        if namespace.__class__ is not str or level.__class__ is not float:
-            return None
-        text = repr(level)
-        namespaces.append(f"{_string(namespace)}:{_special(text, text)}")
-    texts = [repr(quota), repr(group_level), repr(room), repr(shortfall)]
-    quota_text, level_text, room_text, shortfall_text = map(_special, texts, texts)
-    return (
-        f"[{quota_text},{level_text},{{{','.join(namespaces)}}},"
-        f"{room_text},{shortfall_text},{'true' if unknown else 'false'}"
-    )
 
 
 def _known(demand: float) -> float:
