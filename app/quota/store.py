@@ -71,21 +71,19 @@ enough to be recorded, `app.quota.figures`.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import cast
 
-from pydantic_core import to_json
 from sqlalchemy.orm import Session
 
 from app.access import Principal
 from app.db import after_commit
 from app.errors import NotFound
 from app.metrics import GroupStats, GroupTotals
-from app.quota import planner
+from app.quota import answers, planner
 from app.quota.allocator import EARLY_REPORT
 from app.quota.cache import Answer, LastAnswer, Plan, ReportCache, ReporterState, Row
 from app.quota.counts import UsageCounter
@@ -106,12 +104,11 @@ from app.quota.repository import Claim, Saved, UsageRepository, Written
 from app.quota.schemas import (
     DimensionUsage,
     NamespaceUsage,
-    ReportResult,
     UsageReport,
 )
 from app.quota.statements import new_token, new_tokens
 from app.quota.types import ALLOCATIONS, Figures, NamespaceKey, Rates
-from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNLIMITED_ALLOCATION, moved
+from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, moved
 
 __all__ = [
     "Claim",
@@ -132,7 +129,6 @@ FEW_GROUPS = 16  # a reporter of no more groups reads their markers as they are
 _ALL_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 _ALLOCATION_AT = frozenset(ALLOCATIONS)
 _INDEXED_DIMENSIONS = tuple(enumerate(DIMENSIONS))
-_string = json.encoder.encode_basestring_ascii  # what `json.dumps` quotes a string with
 
 
 def _missing(keys: Iterable[NamespaceKey], found: dict[NamespaceKey, Effective]) -> None:
@@ -575,16 +571,13 @@ def _result(
 ) -> bytes:
     """The JSON of the `ReportResult`: its head, then the namespaces as answered."""
     next_report_s = max(interval_s * EARLY_REPORT, pace_s) if answered.early else lease
-    head = ReportResult.model_construct(
+    return answers.result(
+        answered.namespaces,
         accepted=accepted,
-        reportIntervalMs=max(1, round(next_report_s * 1000)),
-        reportPeriodMs=max(1, round(interval_s * 1000)),
-        leaseMs=max(1, round(lease * 1000)),
-        confirmFalls=True,
-        namespaces={},
-    ).model_dump_json()
-    # `head` ends with the empty namespaces' "{}}": the namespaces go between its braces.
-    return head[:-2].encode() + answered.namespaces + b"}}"
+        report_interval_ms=max(1, round(next_report_s * 1000)),
+        report_period_ms=max(1, round(interval_s * 1000)),
+        lease_ms=max(1, round(lease * 1000)),
+    )
 
 
 def _moved_markers(
@@ -987,11 +980,16 @@ def _rose(entry: _Entry) -> bool:
     return True
 
 
-def _by_dimension(rates: Rates) -> dict[str, float]:
-    return {
-        name: UNLIMITED_ALLOCATION if rate is None else rate
-        for name, rate in zip(DIMENSIONS, rates, strict=True)
-    }
+def _limits_json(effective: Effective, written: dict[int, bytes]) -> bytes:
+    """The JSON of a group's limits, written once per answer (by the limits' identity:
+    every one is alive until the answer is made)."""
+    limits = effective.limits
+    if limits is None:
+        return b"null"
+    known = written.get(id(limits))
+    if known is None:
+        known = written[id(limits)] = limits.model_dump_json().encode()
+    return known
 
 
 def _answer(
@@ -1004,9 +1002,8 @@ def _answer(
     Each namespace's part is serialized once and kept while its group (the admin
     generation) and its plan stay the same.
     """
-    answers = state.answers
+    kept = state.answers
     early = False
-    # Per group limits (by identity: every one is alive until this returns), their JSON.
     limits_json: dict[int, bytes] = {}
     parts: list[bytes] = []
     fair: list[Rates] = []
@@ -1021,25 +1018,14 @@ def _answer(
             plan_id = planned.id
             fallbacks = planned.fallbacks[entry.key]
         fair.append(fallbacks)
-        known = answers.get(entry.key)
+        known = kept.get(entry.key)
         if known is not None and known.generation == generation and known.plan == plan_id:
             parts.append(known.json)
             continue
         rates = _ALL_UNLIMITED if planned is None else planned.rates[entry.key]
-        # A `NamespaceAllocation`'s JSON, as pydantic writes it, without the model: its
-        # limits' written once per group's limits, its values by pydantic's own writer.
-        limits = effective.limits
-        written = b"null" if limits is None else limits_json.get(id(limits))
-        if written is None and limits is not None:
-            written = limits_json[id(limits)] = limits.model_dump_json().encode()
-        part = b'%s:{"resourceGroup":%s,"limits":%s,"allocations":%s,"fallbackAllocations":%s}' % (
-            _string(entry.ref).encode(),
-            to_json(group),
-            written,
-            to_json(_by_dimension(rates)),
-            to_json(_by_dimension(fallbacks)),
-        )
-        answers[entry.key] = Answer(generation, plan_id, part)
+        limits = _limits_json(effective, limits_json)
+        part = answers.namespace_part(entry.ref, group, limits, rates, fallbacks)
+        kept[entry.key] = Answer(generation, plan_id, part)
         parts.append(part)
     return LastAnswer(
         [entry.ref for entry in entries],
