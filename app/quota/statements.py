@@ -62,6 +62,16 @@ class Statements:
     def __init__(self, dialect: str) -> None:
         self.postgresql = dialect == "postgresql"
         reporter: BindParameter[str] = bindparam("reporter_id")
+        self._admin()
+        self._reporters(reporter)
+        self._rows(reporter)
+        self._groups()
+        self._peers(reporter)
+        self._liveness(reporter)
+        self._writes()
+
+    def _admin(self) -> None:
+        """What the admin state says: the generation, each namespace's group and rates."""
         default_group = select(DefaultResourceGroup.resource_group).scalar_subquery()
         group = func.coalesce(Namespace.resource_group, Tenant.resource_group, default_group)
 
@@ -83,23 +93,8 @@ class Statements:
             ResourceGroup, ResourceGroup.name == group
         )
 
-        #: (tenant, namespace, group, planned marker, *figures) of every row of the reporter
-        self.rows = select(
-            QuotaUsage.tenant,
-            QuotaUsage.namespace,
-            QuotaUsage.resource_group,
-            QuotaUsage.planned_marker,
-            *_FIGURES,
-        ).where(QuotaUsage.reporter_id == reporter)
-        #: (group, marker) of the groups whose marker moved since the reporter planned them
-        self.stale = (
-            select(QuotaGroup.name, QuotaGroup.marker)
-            .distinct()
-            .join(QuotaUsage, QuotaUsage.resource_group == QuotaGroup.name)
-            .where(QuotaUsage.reporter_id == reporter)
-            .where(QuotaGroup.marker.is_distinct_from(QuotaUsage.planned_marker))
-        )
-
+    def _reporters(self, reporter: BindParameter[str]) -> None:
+        """A reporter's claim, lease and owner."""
         self.owner = select(QuotaReporter.role, QuotaReporter.rows_token).where(
             QuotaReporter.reporter_id == reporter
         )
@@ -153,6 +148,27 @@ class Statements:
             .values(rows_token=bindparam("token"))
         )
 
+    def _rows(self, reporter: BindParameter[str]) -> None:
+        """A reporter's rows, and its groups whose markers moved."""
+        #: (tenant, namespace, group, planned marker, *figures) of every row of the reporter
+        self.rows = select(
+            QuotaUsage.tenant,
+            QuotaUsage.namespace,
+            QuotaUsage.resource_group,
+            QuotaUsage.planned_marker,
+            *_FIGURES,
+        ).where(QuotaUsage.reporter_id == reporter)
+        #: (group, marker) of the groups whose marker moved since the reporter planned them
+        self.stale = (
+            select(QuotaGroup.name, QuotaGroup.marker)
+            .distinct()
+            .join(QuotaUsage, QuotaUsage.resource_group == QuotaGroup.name)
+            .where(QuotaUsage.reporter_id == reporter)
+            .where(QuotaGroup.marker.is_distinct_from(QuotaUsage.planned_marker))
+        )
+
+    def _groups(self) -> None:
+        """Groups' rows: their markers, wakes, summaries and sums in force."""
         #: (name, marker, levels, *in force per dimension) of the groups given
         self.group_rows = select(
             QuotaGroup.name, QuotaGroup.marker, QuotaGroup.levels, *_IN_FORCE
@@ -197,6 +213,8 @@ class Statements:
             ~select(ResourceGroup.name).where(ResourceGroup.name == QuotaGroup.name).exists()
         )
 
+    def _peers(self, reporter: BindParameter[str]) -> None:
+        """A group's other reporters' rows, which of them live; a reporter's rows written."""
         #: (group, reporter, tenant, namespace, *figures) of the other reporters' rows
         #: counted in the groups given (live or not: see `UsageRepository.peers`)
         self.peers = (
@@ -245,6 +263,8 @@ class Statements:
             .where(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace))
         )
 
+    def _liveness(self, reporter: BindParameter[str]) -> None:
+        """Silent reporters, and a role's live ones."""
         #: Reporters whose lease ran out before ``now``; on PostgreSQL, not one that a
         #: report is claiming right now (it is back, and waiting on it could deadlock).
         self.silent = select(QuotaReporter.reporter_id).where(
@@ -263,6 +283,9 @@ class Statements:
             .where(self._keys_in(QuotaUsage.tenant, QuotaUsage.namespace))
             .group_by(QuotaUsage.tenant, QuotaUsage.namespace)
         )
+
+    def _writes(self) -> None:
+        """The groups' locks, the writes of a report at once, and forgetting reporters."""
         #: On PostgreSQL, the locks that order the reports of a group (see
         #: `app.quota.store`): each group's marker row, made if missing, locked to the end
         #: of the transaction, all of a report's in one statement in one order, so that no
