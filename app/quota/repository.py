@@ -228,7 +228,7 @@ class UsageRepository:
         # locks them in.
         self._run(self.sql.forget_reporters, parameters)  # their rows go by cascade
         self.move_markers(leaving, now)
-        self.take_in_force(leaving, now)
+        self.take_in_force(leaving)
 
     def forget_deleted_groups(self) -> None:
         self._markers_move()
@@ -462,19 +462,23 @@ class UsageRepository:
         for group in groups:
             self.shared.groups.pop(group, None)
 
-    def take_in_force(self, leaving: Mapping[str, Sequence[float]], now: datetime) -> None:
+    def take_in_force(self, leaving: Mapping[str, Sequence[float]]) -> None:
         """Take the allocations of rows that left groups (summed per group) out of the
         groups' sums in force, as `app.quota.planner.take` has it: groups that this
         transaction holds (`lock`, `move_markers`), so read and written in turn."""
         if not leaving:
             return
+        self._markers_move()
         self._forget_groups(leaving)
-        stored = self.group_rows(sorted(leaving))
-        taken: list[Saved] = []
-        for group, row in sorted(stored.items()):  # in the order reports lock groups
-            in_force, woken = take(row.in_force, leaving[group])
-            taken.append((group, row.levels, in_force, woken))
-        self.save_groups(taken, (), now)
+        names = sorted(leaving)  # in the order reports lock groups
+        rows = []
+        for name, *in_force in self._run(self.sql.in_force, {"groups": names}).all():
+            after, woken = take(in_force, leaving[name])
+            parameters: dict[str, Any] = {"group_name": name, "woken": int(woken)}
+            parameters.update(zip(self.sql.set_in_force, after, strict=True))
+            rows.append(parameters)
+        if rows:
+            self._run(self.sql.take_in_force, rows)
 
     def lock(self, groups: Iterable[str], now: datetime) -> None:
         """Hold the groups (their plans and markers) until this transaction ends; see

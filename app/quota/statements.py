@@ -192,6 +192,19 @@ class Statements:
             self._among(QuotaGroup.name, "groups")
         )
         self.set_in_force = [f"set_{column.key}" for column in _IN_FORCE]
+        #: (name, *in force per dimension) of the groups given
+        self.in_force = select(QuotaGroup.name, *_IN_FORCE).where(
+            self._among(QuotaGroup.name, "groups")
+        )
+        #: A group's sums in force once rows left it, and its wake moved if they woke it
+        self.take_in_force = (
+            update(QuotaGroup)
+            .where(QuotaGroup.name == bindparam("group_name"))
+            .values(
+                wake=QuotaGroup.wake + bindparam("woken"),
+                **{column.key: bindparam(f"set_{column.key}") for column in _IN_FORCE},
+            )
+        )
         #: (name, marker, changed_at) of every group whose marker changed after ``since``
         self.changed_markers = (
             select(QuotaGroup.name, QuotaGroup.marker, QuotaGroup.changed_at)

@@ -951,7 +951,7 @@ def _write(
     moved_already = queries.write(reporter_id, now, rows, saved, changed, token)
     if dropped:
         queries.drop(reporter_id, [key for key, _ in dropped])
-    queries.take_in_force(left, now)
+    queries.take_in_force(left)
     queries.move_markers(changed - moved_already, now)
     return token
 

@@ -141,7 +141,7 @@ class TestOneTransactionsReports:
         with transaction(app) as session:
             queries = UsageRepository.of(session)
             queries.write("r", now, [], [], set(), None)  # what a steady report writes
-            queries.take_in_force({}, now)
+            queries.take_in_force({})
             queries.move_markers([], now)
             queries.lock(["g1"], now)
             # SQLite's lock makes a missing row without saying whether it did.
@@ -201,7 +201,7 @@ class TestOneTransactionsReports:
             ).one()
             assert (again.marker, again.levels) == tuple(stored)
             assert again.marker != first.marker and again.in_force == sums
-            queries.take_in_force({"g": (1.0, 0.0, 0.0, 0.0)}, now)
+            queries.take_in_force({"g": (1.0, 0.0, 0.0, 0.0)})
             after = UsageRepository.of(session).group_rows(["g"])["g"]
             assert after.in_force == (0.0, 2.0, 3.0, 4.0)  # read again, as changed
             session.rollback()
