@@ -1,4 +1,4 @@
-"""Fixtures of the CLI tests: one real server per database for the whole session, on a clock
+"""Fixtures of the CLI tests: one real server per database and module, on a clock
 the tests move (so that usage history is sampled when a test says, not every 10 s), and
 ``rgadmin`` run in-process against it."""
 
@@ -23,13 +23,16 @@ def server_clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(scope="session")
+# Stopped after each module, not at the session's end: the server's upkeep forgets every
+# reporter whose lease ran out by its own clock, which the tests move far ahead, and the
+# other tests' servers share its database.
+@pytest.fixture(scope="module")
 def cli_app(database_url: str, secret_key: bytes, server_clock: FakeClock) -> Iterator[FastAPI]:
     with running_app(make_settings(database_url, secret_key), clock=server_clock) as application:
         yield application
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def session_server(cli_app: FastAPI) -> Iterator[str]:
     with serve(cli_app) as url:
         yield url
