@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.spark_throttle import MIN_WINDOW_S
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
 SECONDS = 2
 RATE = 2000
 
@@ -62,7 +65,10 @@ def test_spark_throttle_runs_and_reports() -> None:
         assert result["rows"] == RATE * SECONDS
         assert result["bytes_per_row"] == row_bytes
         assert result["tasks"] == 2
-        assert result["long_enough"] is False  # a quick run is too short for the bar
+        # Long enough for the bar only when steady for MIN_WINDOW_S: a quick run on a busy
+        # machine, whose job takes longer, may be.
+        long_enough = result["steady_part"] and result["window_s"] >= MIN_WINDOW_S
+        assert result["long_enough"] is long_enough
         # A window of a second or so on a shared machine: figures, not the bar.
         assert result["achieved"] > 0
         assert result["window_s"] > 0
