@@ -143,26 +143,34 @@ class AdminClient:
             raise ServerUnreachableError(
                 f"The admin server at {self._http.base_url} did not answer: {exc}"
             ) from exc
-        self.throttle_s = _throttle_s(response)
-        if response.status_code == 204:
-            return {}
-        try:
-            payload = response.json()
-        except ValueError:
-            payload = None
-        if response.is_success and isinstance(payload, dict):
-            return payload
-        reason = payload.get("reason") if isinstance(payload, dict) else None
-        error = _ERRORS.get(response.status_code, UnexpectedResponseError)
-        message = f"{method} {path} answered {response.status_code}"
-        raise error(
-            f"{message}: {reason}" if reason else message,
-            status_code=response.status_code,
-            reason=reason,
-        )
+        self.throttle_s = throttle_time_s(response)
+        return answer_of(response, method, path)
 
 
-def _throttle_s(response: httpx.Response) -> float:
+def answer_of(response: httpx.Response, method: str, path: str) -> dict[str, Any]:
+    """The JSON object of a successful answer (empty for a 204); any other raises the
+    `AdminServerError` that its status says. Shared with callers that make the round trip
+    themselves (the join-storm benchmark's event loop)."""
+    if response.status_code == 204:
+        return {}
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    if response.is_success and isinstance(payload, dict):
+        return payload
+    reason = payload.get("reason") if isinstance(payload, dict) else None
+    error = _ERRORS.get(response.status_code, UnexpectedResponseError)
+    message = f"{method} {path} answered {response.status_code}"
+    raise error(
+        f"{message}: {reason}" if reason else message,
+        status_code=response.status_code,
+        reason=reason,
+    )
+
+
+def throttle_time_s(response: httpx.Response) -> float:
+    """The answer's throttle time (``X-Throttle-Time-Ms``), in seconds."""
     try:
         return max(0.0, float(response.headers.get("x-throttle-time-ms", 0)) / 1000)
     except ValueError:

@@ -401,6 +401,14 @@ class Reporter:
     def run_once(self) -> float:
         """Report and apply the answer; returns the seconds until the next report."""
         now = self._wall_clock()
+        return self.take_answer(self.admin.report(self.reporter_id, self.request(now)), now)
+
+    def request(self, now: float) -> dict[str, Any]:
+        """The body of a report sent at ``now`` (it ends the interval it reports on).
+
+        `run_once` is `request`, the round trip and `take_answer`; a caller that makes the
+        round trip itself (the join-storm benchmark drives thousands of reporters on one
+        event loop) calls the two halves, and `failed` when the round trip fails."""
         confirming = self._confirms
         body: dict[str, Any] = {
             "sentAtMs": round(now * 1000),
@@ -412,7 +420,12 @@ class Reporter:
         }
         self._last_report = now
         self._started = self._pushed = self._woken = False
-        answer = self.admin.report(self.reporter_id, body)
+        return body
+
+    def take_answer(self, answer: Mapping[str, Any], now: float) -> float:
+        """Apply the answer to the report sent at ``now``; returns the seconds until the
+        next report."""
+        confirming = self._confirms  # whether the report said what the buckets enforce
         groups = set()
         fell = False
         for key, result in answer.get("namespaces", {}).items():
@@ -455,7 +468,7 @@ class Reporter:
         try:
             self.run_once()
         except AdminServerError as exc:
-            self._failed(exc)
+            self.failed(exc)
             return False
         if self.failures:
             logger.info("rgspark: admin server reachable again")
@@ -469,7 +482,8 @@ class Reporter:
             return None
         return self.reached_at + self.lease_s + GRACE_INTERVALS * self.period_s
 
-    def _failed(self, exc: AdminServerError) -> None:
+    def failed(self, exc: AdminServerError) -> None:
+        """The report failed with ``exc``: back off, and fall back once past the bound."""
         self.failures += 1
         now = self._wall_clock()
         deadline = self.fallback_at()
