@@ -103,15 +103,6 @@ async def report_usage(
 
     # What the report claims first (claimed with the other reports stored in its
     # transaction), then the report itself.
-    claims = partial(
-        store.claim,
-        principal=principal,
-        reporter_id=reporterId,
-        report=body,
-        now=now,
-        interval_s=interval_s,
-        cache=state.report_cache,
-    )
     serving = store.Serving(
         interval_s=interval_s,
         max_lease_s=state.settings.report_lease_seconds,
@@ -120,14 +111,10 @@ async def report_usage(
         counter=state.usage_counter,
         max_reporters=state.settings.max_reporters_per_namespace,
     )
-    work = partial(
-        store.submit,
-        serving=serving,
-        principal=principal,
-        reporter_id=reporterId,
-        report=body,
-        now=now,
+    claims = partial(
+        store.claim, serving, principal=principal, reporter_id=reporterId, report=body, now=now
     )
+    work = partial(store.submit, serving=serving, **claims.keywords)
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
     lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None
     joins = state.report_cache.lease(reporterId) is None  # not answered by this process lately

@@ -205,24 +205,24 @@ def _accepted(report: UsageReport, now: float, interval_s: float) -> bool:
 
 
 def claim(
+    serving: Serving,
     *,
     principal: Principal,
     reporter_id: str,
     report: UsageReport,
     now: float,
-    interval_s: float,
-    cache: ReportCache,
     pace_s: float = 0.0,
 ) -> Claim | None:
     """What `submit`, given the same arguments, claims of its reporter before anything
     else (None for a report too old to be stored, which claims nothing): so that the reports
     that a lane stores together claim theirs in one statement (`claim_all`)."""
+    interval_s = serving.interval_s
     if not _accepted(report, now, interval_s):
         return None
     # Alive until the lease this process last gave it runs out, or this answer's pace if
     # longer (a paced answer holds as long): a guess that holds in a steady state and while
     # paced; `submit` moves it if its answer gives another.
-    guessed = max(cache.lease(reporter_id) or interval_s, pace_s)
+    guessed = max(serving.cache.lease(reporter_id) or interval_s, pace_s)
     until = lease_until(datetime.fromtimestamp(now, UTC), guessed, interval_s)
     return Claim(reporter_id, principal.role, until)
 
@@ -277,10 +277,11 @@ class _Handled:
     markers: dict[str, int] = field(default_factory=dict)
     """The reporter's groups whose markers moved since it planned them."""
     full_check_at: float = 0.0
+    moment: datetime = field(init=False)
+    """``now`` as a datetime, for the statements."""
 
-    @property
-    def moment(self) -> datetime:
-        return datetime.fromtimestamp(self.now, UTC)
+    def __post_init__(self) -> None:
+        self.moment = datetime.fromtimestamp(self.now, UTC)
 
     @property
     def covered_s(self) -> float:
@@ -347,13 +348,7 @@ def _claim(
     """Claim the reporter (its lease), and check that its role may report for every
     namespace it names."""
     claimed = claim(
-        principal=principal,
-        reporter_id=reporter_id,
-        report=report,
-        now=now,
-        interval_s=serving.interval_s,
-        cache=serving.cache,
-        pace_s=pace_s,
+        serving, principal=principal, reporter_id=reporter_id, report=report, now=now, pace_s=pace_s
     )
     # The claim reads the admin generation too, before anything it guards is read (and, an
     # accepted report being soft state, has its commit not wait for the disk: see
