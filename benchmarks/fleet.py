@@ -132,7 +132,8 @@ try:
         NamespaceNotFoundError,
         PermissionDeniedError,
     )
-    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark._quota import NamespaceQuota
+    from rgspark._reporter import Reporter
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
@@ -143,7 +144,8 @@ except ImportError:  # a source checkout where the package is not installed
         NamespaceNotFoundError,
         PermissionDeniedError,
     )
-    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark._quota import NamespaceQuota
+    from rgspark._reporter import Reporter
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/test"
 SUPERUSER = "admin"

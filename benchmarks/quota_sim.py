@@ -103,13 +103,15 @@ import httpx
 # Before the server's modules, which import rgspark.wire.
 try:
     from rgspark._admin import AdminClient
-    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark._quota import NamespaceQuota
+    from rgspark._reporter import Reporter
     from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
     from rgspark._admin import AdminClient
-    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark._quota import NamespaceQuota
+    from rgspark._reporter import Reporter
     from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
 
 from app.config import Settings

@@ -20,7 +20,8 @@ from ._exceptions import (
     PermissionDeniedError,
     PolicyUnavailableError,
 )
-from ._reporter import NamespaceQuota, Reporter
+from ._quota import NamespaceQuota
+from ._reporter import Reporter
 from .wire import DIMENSIONS, UNLIMITED_ALLOCATION
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from collections.abc import Sized
 from typing import Callable, TypeVar
 
 from ._client import ResourceGroupClient
-from ._reporter import NamespaceQuota
+from ._quota import NamespaceQuota
 
 __all__ = ["ThrottledReader"]
 

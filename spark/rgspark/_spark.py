@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ._checks import ensure_checked
 from ._client import ResourceGroupClient
 from ._exceptions import ConfigurationError
-from ._reporter import NamespaceQuota
+from ._quota import NamespaceQuota
 from ._stats import ThrottleStats
 from .wire import BURST_S, KINDS
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.quota.allocator import granted, summarize_columns
 from app.quota.fair import max_min_fair
-from rgspark._reporter import NamespaceQuota
+from rgspark._quota import NamespaceQuota
 from rgspark.wire import BURST_S, UNKNOWN_DEMAND, held_range, moved
 
 # reporter -> (demand, allocation in force)

@@ -18,7 +18,8 @@ from sqlalchemy import Engine
 
 from app.auth import create_token
 from rgspark._admin import AdminClient
-from rgspark._reporter import NamespaceQuota, Reporter
+from rgspark._quota import NamespaceQuota
+from rgspark._reporter import Reporter
 from tests.conftest import SUPERUSER, make_settings, serve
 from tests.factories import create_group, create_namespace, create_tenant, running_app
 
@@ -31,7 +32,8 @@ DEMAND = 1000.0  # each worker's: together twice the quota
 WORKER = """
 import sys, time
 from rgspark._admin import AdminClient
-from rgspark._reporter import NamespaceQuota, Reporter
+from rgspark._quota import NamespaceQuota
+from rgspark._reporter import Reporter
 url, token, demand = sys.argv[1], sys.argv[2], float(sys.argv[3])
 quota = NamespaceQuota("t", "ns")
 reporter = Reporter(AdminClient(url, token=token), [quota])

@@ -26,7 +26,8 @@ from app.auth import create_token
 from app.quota import history
 from app.state import state_of
 from rgspark._admin import AdminClient
-from rgspark._reporter import NamespaceQuota, Reporter
+from rgspark._quota import NamespaceQuota
+from rgspark._reporter import Reporter
 from tests.conftest import SUPERUSER, make_settings, serve
 from tests.factories import create_group, create_namespace, create_tenant, running_app
 

@@ -158,7 +158,8 @@ class TestNamespacesFirst:
 
 
 def test_every_reporter_is_rgspark_s_own() -> None:
-    from rgspark._reporter import NamespaceQuota, Reporter
+    from rgspark._quota import NamespaceQuota
+    from rgspark._reporter import Reporter
 
     simulation = Simulation(Scenario.load(SCENARIOS / "two-equal.json"), "project")
     simulation.run()

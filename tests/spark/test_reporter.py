@@ -16,7 +16,8 @@ from sqlalchemy import Engine, func, select
 from app.models import QuotaReporter
 from rgspark import ServerUnreachableError
 from rgspark._admin import AdminClient
-from rgspark._reporter import NamespaceQuota, Reporter
+from rgspark._quota import NamespaceQuota
+from rgspark._reporter import Reporter
 from rgspark.wire import UNKNOWN_DEMAND
 from tests.factories import FakeClock, create_group, create_namespace, create_tenant
 from tests.spark.conftest import FakeMonotonicClock, running_server

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from fastapi.testclient import TestClient
 
 from rgspark._admin import AdminClient
-from rgspark._reporter import NamespaceQuota, Reporter
+from rgspark._quota import NamespaceQuota
+from rgspark._reporter import Reporter
 from tests.factories import FakeClock, create_group, create_namespace, create_tenant
 
 

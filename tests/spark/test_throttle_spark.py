@@ -32,11 +32,11 @@ from rgspark import (
     ThrottledReader,
     ThrottleStats,
     TokenBucket,
-    _reporter,
+    _quota,
     throttle,
     throttled_sink,
 )
-from rgspark._reporter import NamespaceQuota
+from rgspark._quota import NamespaceQuota
 from rgspark.wire import BURST_S
 from tests.conftest import SUPERUSER
 
@@ -582,7 +582,7 @@ def fake_buckets(monkeypatch: pytest.MonkeyPatch, clock: FakeMonotonicClock) -> 
     def bucket(rate: float) -> TokenBucket:
         return TokenBucket(rate, rate * BURST_S, initial_tokens=0, clock=clock)
 
-    monkeypatch.setattr(_reporter, "_bucket", bucket)
+    monkeypatch.setattr(_quota, "_bucket", bucket)
     return clock
 
 

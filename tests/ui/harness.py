@@ -18,7 +18,8 @@ from app.auth import create_token, generate_secret_key
 from app.db import upgrade_schema
 from app.state import state_of
 from rgspark._admin import AdminClient
-from rgspark._reporter import NamespaceQuota, Reporter
+from rgspark._quota import NamespaceQuota
+from rgspark._reporter import Reporter
 from tests.conftest import SUPERUSER, make_settings, serve
 from tests.factories import running_app
 

@@ -1,0 +1,281 @@
+"""A namespace's share of a group, in one worker: a bucket per dimension and a demand estimator.
+
+Callers charge what they did through `NamespaceQuota.acquire` (or `charge`, to wait themselves);
+the worker's `rgspark._reporter.Reporter` reads its usage and demand for each report and sets
+each bucket to the allocation the answer carries (`NamespaceQuota.apply`).
+
+Idle is known: a kind of traffic announced (`NamespaceQuota.use`, a task starting) has an
+unknown demand, which the server reads as "owed a fair share", only until it is charged or a
+quarter of the report interval (`CLAIM`) has passed; then it reports what the estimator
+measured, 0 when nothing was charged, and holds only the floor.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Callable, Optional
+
+from ._bucket import TokenBucket
+from ._demand import DemandEstimator
+from ._exceptions import ConfigurationError
+from ._limiter import Limiter
+from .wire import (
+    BURST_S,
+    DEMAND_CHANGE,
+    DIMENSIONS,
+    KINDS,
+    UNKNOWN_DEMAND,
+    UNLIMITED_ALLOCATION,
+    demand_range,
+    fell,
+    held_range,
+)
+
+__all__ = ["CLAIM", "DEFAULT_INTERVAL_S", "Fallbacks", "NamespaceQuota"]
+
+MAX_SLEEP_S = 0.1
+# Of the report interval: how long a kind announced but not charged claims an unknown demand.
+# Long enough for a starting task's first charges (the estimator then measures it), short
+# enough that a worker which announces and idles holds a share it does not use only briefly.
+CLAIM = 0.25
+DEFAULT_INTERVAL_S = 1.0  # the server's default report interval, until an answer says
+_NS_PER_SECOND = 1_000_000_000
+
+
+Fallbacks = Optional[Mapping[str, float]]
+"""An answer's fair shares per dimension (``fallbackAllocations``; -1 unlimited)."""
+
+
+class NamespaceQuota:
+    """The limits one process enforces for one namespace.
+
+    `clock` returns monotonic nanoseconds (`time.monotonic_ns` by default) for the buckets
+    and demand estimators; `sleep` is what `acquire` waits with. Tests and the quota
+    simulator inject both to run on fake time.
+    """
+
+    __slots__ = (
+        "_buckets",
+        "_clock",
+        "_estimators",
+        "_kinds",
+        "_limiter",
+        "_reported",
+        "_sleep",
+        "_starting",
+        "namespace",
+        "on_start",
+        "tenant",
+    )
+
+    def __init__(
+        self,
+        tenant: str,
+        namespace: str,
+        *,
+        initial_rate: float | None = None,
+        limiter: Limiter | None = None,
+        sleep: Callable[[float], object] = time.sleep,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.tenant = tenant
+        self.namespace = namespace
+        self._limiter = limiter or Limiter()
+        self._sleep = sleep
+        self._clock = clock
+        self._estimators = {dim: DemandEstimator(clock=clock) for dim in DIMENSIONS}
+        # Kinds of traffic this process carries, and when those announced but not charged
+        # since were first announced.
+        self._kinds: set[str] = set()
+        self._starting: dict[str, int] = {}
+        self._reported: dict[str, float] = {}  # the demand each dimension last reported
+        #: Called when a kind is announced: the reporter then reports without waiting.
+        self.on_start: Callable[[], object] | None = None
+        self._buckets: dict[str, TokenBucket | None] = {
+            dim: None if initial_rate is None else self._bucket(initial_rate) for dim in DIMENSIONS
+        }
+
+    @property
+    def key(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+    def use(self, kind: str) -> None:
+        """Announce traffic about to flow (a task starting), so that the next report, sent
+        soon, claims a share of it instead of the trickle an idle process gets.
+
+        The claim lasts until the kind is charged or a report interval has passed since
+        the first announcement not charged since, whichever comes first: announcing again
+        meanwhile does not prolong it, so a worker that announces and then does nothing
+        is known to be idle after an interval.
+
+        A kind whose last report said it was busy (or claimed it) has its share already:
+        a task starting then changes nothing the server should hear of at once, and the
+        next report measures what it charges. Spark starts a task per partition and each
+        announces its kind, so a worker running short tasks would otherwise report at
+        every task rather than when its lease ends (see `demand_moved`).
+        """
+        _check_kind(kind)
+        self._kinds.add(kind)
+        if self._busy(kind):
+            return
+        self._starting.setdefault(kind, self._now())
+        if self.on_start is not None:
+            self.on_start()
+
+    def _busy(self, kind: str) -> bool:
+        """Whether the last report said the kind was busy: some demand, known or not."""
+        reported = self._reported
+        return reported.get(f"{kind}Msgs", 0.0) > 0 or reported.get(f"{kind}Bytes", 0.0) > 0
+
+    def acquire(self, kind: str, msgs: float, nbytes: float) -> float:
+        """Charge `msgs` and `nbytes`, then wait until allowed on; returns seconds waited."""
+        reservation = self._limiter.reserve(self._charges(kind, msgs, nbytes))
+        expected = reservation.remaining()
+        # Recorded before the wait, so that a report sent while this caller waits already
+        # counts it as held back: its demand shows while it is throttled, not after.
+        self._record(kind, msgs, nbytes, expected)
+        waited = 0.0
+        while True:
+            # Woken at least every MAX_SLEEP_S: a raised allocation releases it at once.
+            seconds = min(reservation.remaining(), MAX_SLEEP_S)
+            if seconds <= 0:
+                break
+            self._sleep(seconds)
+            waited += seconds
+        if waited > expected:  # the allocation fell meanwhile: held longer than foreseen
+            self._record(kind, 0, 0, 0.0, held_before_s=waited - expected)
+        return waited
+
+    def charge(self, kind: str, msgs: float, nbytes: float) -> float:
+        """Charge without waiting; returns the seconds the caller should wait."""
+        wait = self._limiter.charge(self._charges(kind, msgs, nbytes))
+        self._record(kind, msgs, nbytes, wait)
+        return wait
+
+    def _record(
+        self, kind: str, msgs: float, nbytes: float, wait_s: float, held_before_s: float = 0.0
+    ) -> None:
+        for dim, units in ((f"{kind}Msgs", msgs), (f"{kind}Bytes", nbytes)):
+            estimator = self._estimators[dim]
+            if held_before_s:
+                estimator.record_acquired(units, held_before_s)
+            else:
+                estimator.record_charged(units, wait_s)
+
+    def rate(self, dimension: str) -> float | None:
+        """The rate in force for a dimension; None when it is unlimited."""
+        bucket = self._buckets[dimension]
+        return None if bucket is None else bucket.rate
+
+    def usage(
+        self, interval_s: float = DEFAULT_INTERVAL_S, *, enforced: bool = False
+    ) -> dict[str, dict[str, float]]:
+        """This report's figures for the dimensions in use (and the start of the next's);
+        with `enforced`, each with the rate in force (-1 unlimited): a server that asks for
+        it counts an allocation that fell in force at its old rate until a report says the
+        new one is applied.
+
+        A kind announced less than `CLAIM` of `interval_s` (the report interval) ago and not
+        charged since has an unknown demand: a task is about to start, and what it will
+        want is not measured yet. After that without a charge it is measured like any
+        other: 0, idle.
+        """
+        now = self._now()
+        figures = {}
+        for kind in sorted(self._kinds):
+            unknown = self._unknown(kind, now, interval_s)
+            if not unknown:
+                self._starting.pop(kind, None)
+            for dim in (f"{kind}Msgs", f"{kind}Bytes"):
+                sample = self._estimators[dim].report()
+                demand = math.inf if unknown else sample.demand
+                self._reported[dim] = demand
+                figures[dim] = {"used": round(sample.used), "demand": min(demand, UNKNOWN_DEMAND)}
+                if enforced:
+                    bucket = self._buckets[dim]
+                    figures[dim]["allocation"] = (
+                        UNLIMITED_ALLOCATION if bucket is None else bucket.rate
+                    )
+        return figures
+
+    def demand_moved(
+        self,
+        threshold: float = DEMAND_CHANGE,
+        *,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        fair: Fallbacks = None,
+    ) -> bool:
+        """Whether some dimension's demand moved by more than `threshold` since the last
+        report (PIP-82's "significant change"), or an announced kind's claim ran out
+        uncharged (`use`): worth reporting before the interval is up.
+
+        ``fair`` is the last answer's fair share per dimension (its ``fallbackAllocations``):
+        a move that changes no grant is none (`rgspark.wire.demand_range`, by which the
+        server holds demands too): above the share, or in a dimension the group does not
+        limit. Counted whole, a throttled worker's noisy demand moved by 10% at nearly every
+        look; with that and a report at each task's start, a Spark worker running tasks of
+        half a second reported 36 times per 8 s lease, against once now
+        (`benchmarks.spark_throttle`, ``reporting``)."""
+        now = self._now()
+        for kind in self._starting:
+            if not self._unknown(kind, now, interval_s) and math.isinf(
+                self._reported.get(f"{kind}Msgs", 0.0)
+            ):
+                return True  # reported unknown, and known to be idle now
+        for dim, before in self._reported.items():
+            after = self._estimators[dim].demand()
+            if math.isinf(before) or math.isinf(after):
+                continue  # unknown until measured; the next regular report settles it
+            share = None if fair is None else fair.get(dim)
+            if share is None:  # not known: every move counts
+                low, high = held_range(before, threshold)
+            else:
+                low, high = demand_range(before, share, threshold)
+            if not low <= after <= high:
+                return True
+        return False
+
+    def apply(self, allocations: Mapping[str, float]) -> bool:
+        """Hold each dimension to its allocation (-1: unlimited), keeping any debt; returns
+        whether some rate fell."""
+        lowered = False
+        for dim in DIMENSIONS:
+            rate = allocations.get(dim, UNLIMITED_ALLOCATION)
+            bucket = self._buckets[dim]
+            if rate < 0 or rate == 0:
+                self._buckets[dim] = None
+            elif bucket is None:
+                self._buckets[dim] = self._bucket(rate)
+            elif rate != bucket.rate:
+                lowered = lowered or fell(bucket.rate, rate)
+                bucket.set_rate(rate, rate * BURST_S)
+        return lowered
+
+    def _unknown(self, kind: str, now: int, interval_s: float) -> bool:
+        announced = self._starting.get(kind)
+        return announced is not None and now - announced < CLAIM * interval_s * _NS_PER_SECOND
+
+    def _charges(self, kind: str, msgs: float, nbytes: float) -> list[tuple[TokenBucket, float]]:
+        _check_kind(kind)
+        self._kinds.add(kind)
+        self._starting.pop(kind, None)
+        pairs = ((self._buckets[f"{kind}Msgs"], msgs), (self._buckets[f"{kind}Bytes"], nbytes))
+        return [(bucket, amount) for bucket, amount in pairs if bucket is not None and amount]
+
+    def _now(self) -> int:
+        return time.monotonic_ns() if self._clock is None else self._clock()
+
+    def _bucket(self, rate: float) -> TokenBucket:
+        return _bucket(rate) if self._clock is None else _bucket(rate, self._clock)
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ConfigurationError(f"kind must be 'publish' or 'dispatch', not {kind!r}")
+
+
+def _bucket(rate: float, clock: Callable[[], int] | None = None) -> TokenBucket:
+    # Empty at first: processes that start together must not all burst at once.
+    return TokenBucket(rate, rate * BURST_S, initial_tokens=0, clock=clock)
