@@ -19,9 +19,13 @@ class AppError(Exception):
     headers: ClassVar[Mapping[str, str] | None] = None
     reason = "Internal server error"
 
-    def __init__(self, reason: str | None = None) -> None:
+    def __init__(
+        self, reason: str | None = None, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """``headers``: this answer's own, beside the class's."""
         if reason is not None:
             self.reason = reason
+        self.answer_headers = {**(self.headers or {}), **(headers or {})} or None
         super().__init__(self.reason)
 
 

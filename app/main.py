@@ -38,7 +38,7 @@ from app.auth import TokenVerifier
 from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker
 from app.metrics import Metrics
-from app.quota import history
+from app.quota import history, reporters
 from app.quota.cache import ReportCache
 from app.quota.changes import ChangeWatch, Reading
 from app.quota.leases import keep_alive_s
@@ -117,6 +117,7 @@ def build_state(settings: Settings, clock: Callable[[], float]) -> AppState:
             max_wait_s=STALE_REPORT_INTERVALS * settings.report_interval_seconds,
             interval_s=settings.report_interval_seconds,
             silent_s=keep_alive_s(settings.report_interval_seconds, settings.report_lease_seconds),
+            keep=partial(reporters.keep, clock=clock, interval_s=settings.report_interval_seconds),
         ),
         changes=ChangeWatch(partial(_changes, sessions)),
         metrics=metrics,

@@ -26,6 +26,15 @@ on them long ago (and sent newer ones, which wait behind), and take longer with 
 The worker backs off and reports again (rgspark's fail-static rule holds its share
 meanwhile). So that it comes to that only for a moment, each lane paces its workers to what
 it stores (`app.quota.pacing`): every answer of its reports asks for no report sooner.
+
+A worker whose report waits is alive, though, and must stay counted so: were its lease to run
+out in line, the server would hand its share to others while the worker, shed, went on to
+enforce its last allocation and then its fallback, and the two would add up past the quota.
+So a report that arrives to wait keeps its worker alive at once (`Keeps`: one statement for
+all the reports that arrived meanwhile, beside the batch being stored, which may wait a
+while for the group's lock) for as long as a report may wait, and a report shed after that
+says so (`KEPT_HEADER`): its worker holds its last allocation that much longer, as the
+server counts it, rather than falling back.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from app.api import deps
 from app.errors import AppError, ServiceUnavailable
 from app.quota.pacing import Pace, spread
 from app.quota.store import Claim, claim_all
+from rgspark.wire import KEPT_HEADER
 
 MAX_BATCH = 32
 """Reports stored in one transaction: it holds the group's lock, which reports of the
@@ -54,6 +64,13 @@ class Work(Protocol):
     ``pace_s`` (`app.quota.pacing`)."""
 
     def __call__(self, session: Session, *, pace_s: float) -> bytes: ...
+
+
+class Keeps(Protocol):
+    """Keep the given reporters counted alive for ``kept_s`` (then the grace) from now;
+    returns those kept (the others are gone, or never reported)."""
+
+    def __call__(self, session: Session, reporter_ids: list[str], kept_s: float) -> set[str]: ...
 
 
 class Claims(Protocol):
@@ -70,6 +87,8 @@ class _Report:
     joins: bool
     """Whether it is its worker's first to the process (the pace does not hold those back)."""
     claims: Claims | None
+    kept: bool = False
+    """Whether its worker is kept alive while it waits (`Keeps`)."""
     queued_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
     answer: asyncio.Future[bytes] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -86,16 +105,21 @@ class ReportLanes:
         max_wait_s: float,
         interval_s: float,
         silent_s: float,
+        keep: Keeps | None = None,
     ) -> None:
         """``max_wait_s``: how long a report may wait; ``interval_s``: the report interval;
-        ``silent_s``: how long a live worker may go without reporting (`Pace`)."""
+        ``silent_s``: how long a live worker may go without reporting (`Pace`); ``keep``:
+        how the workers of waiting reports are kept alive (None: they are not)."""
         self.sessions = sessions
+        self.keep = keep
         self.max_wait_s = max_wait_s
         self.interval_s = interval_s
         self.silent_s = silent_s
         self._waiting: dict[str, list[_Report]] = {}
         self._draining: set[asyncio.Task[None]] = set()
         self._paces: dict[str, Pace] = {}
+        self._keeping: dict[str, list[_Report]] = {}
+        self._keeps: dict[str, asyncio.Task[None]] = {}
 
     async def submit(
         self,
@@ -121,6 +145,7 @@ class ReportLanes:
         waiting = self._waiting.get(namespace)
         if waiting is not None:
             waiting.append(report)
+            self._keep(namespace, report)
         else:
             self._waiting[namespace] = [report]
             # A task of its own, not this request's: a report that is cancelled (its worker
@@ -136,6 +161,9 @@ class ReportLanes:
         clock = asyncio.get_running_loop().time
         try:
             while waiting:
+                keeping = self._keeps.get(namespace)
+                if keeping is not None:  # so that a report shed says whether it was kept
+                    await keeping
                 self._shed(waiting)
                 batch = waiting[:MAX_BATCH]
                 del waiting[:MAX_BATCH]
@@ -171,18 +199,52 @@ class ReportLanes:
             if pace.idle and namespace not in self._waiting:
                 del self._paces[namespace]
 
+    def _keep(self, namespace: str, report: _Report) -> None:
+        """Keep the report's worker alive: with the others that arrived while the lane's
+        last keep ran, one keep in flight per lane."""
+        if self.keep is None:
+            return
+        keeping = self._keeping.get(namespace)
+        if keeping is not None:
+            keeping.append(report)
+            return
+        self._keeping[namespace] = [report]
+        self._keeps[namespace] = asyncio.create_task(self._keep_all(namespace))
+
+    async def _keep_all(self, namespace: str) -> None:
+        assert self.keep is not None
+        keeping = self._keeping[namespace]
+        try:
+            while keeping:
+                reports = [report for report in keeping if not report.answer.done()]
+                keeping.clear()
+                reporter_ids = sorted({report.reporter_id for report in reports})
+                if reporter_ids:
+                    kept = await deps.transaction(
+                        self.sessions, self.keep, reporter_ids, self.max_wait_s
+                    )
+                    for report in reports:
+                        report.kept = report.reporter_id in kept
+        except Exception:  # the database is down, say: those not kept have 503s that say so
+            pass
+        finally:
+            del self._keeping[namespace], self._keeps[namespace]
+
     def _shed(self, waiting: list[_Report]) -> None:
-        """Answer the reports that waited too long (the oldest, first in line) with a 503."""
+        """Answer the reports that waited too long (the oldest, first in line) with a 503,
+        which says for how long its worker is kept alive where it is."""
         oldest = asyncio.get_running_loop().time() - self.max_wait_s
         shed = 0
         while shed < len(waiting) and waiting[shed].queued_at <= oldest:
             shed += 1
         if shed:
-            overloaded = ServiceUnavailable(
+            reason = (
                 f"Report not stored: it waited over {self.max_wait_s:g} s in line, with "
                 f"{len(waiting)} reports of its namespace; report again after backing off"
             )
-            _fail(waiting[:shed], overloaded)
+            kept = {KEPT_HEADER: str(round(self.max_wait_s * 1000))}
+            for report in waiting[:shed]:
+                _fail([report], ServiceUnavailable(reason, headers=kept if report.kept else None))
             del waiting[:shed]
 
     async def _store(self, batch: list[_Report], pace_s: float) -> list[float]:

@@ -3,8 +3,8 @@ one is gone (released at exit, or silent too long) and its shares return to the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
@@ -13,6 +13,7 @@ from app.access import Principal
 from app.errors import Forbidden, NotFound, TooManyRequests
 from app.models import NamespacePermission, Tenant
 from app.quota.cache import ReportCache
+from app.quota.leases import lease_until
 from app.quota.repository import UsageRepository
 from app.quota.types import NamespaceKey
 
@@ -133,6 +134,20 @@ def any_silent(session: Session, now: datetime) -> bool:
     """Whether some reporter's lease ran out before ``now``: a read, so that looking often
     costs no write (on SQLite, every write transaction waits for the others)."""
     return UsageRepository.of(session).any_silent(now)
+
+
+def keep(
+    session: Session,
+    reporter_ids: list[str],
+    kept_s: float,
+    *,
+    clock: Callable[[], float],
+    interval_s: float,
+) -> set[str]:
+    """Keep the reporters of reports waiting in line (`app.api.lanes`) counted alive for
+    ``kept_s`` from now, then the grace, as an answer's lease would; returns those kept."""
+    now = datetime.fromtimestamp(clock(), UTC)
+    return UsageRepository.of(session).keep(reporter_ids, lease_until(now, kept_s, interval_s))
 
 
 def expire(session: Session, now: datetime, cache: ReportCache | None = None) -> None:

@@ -208,6 +208,14 @@ class UsageRepository:
         }
         return self._run(self.sql.live_reporters, parameters)  # type: ignore[no-any-return]
 
+    def keep(self, reporter_ids: Sequence[str], until: datetime) -> set[str]:
+        """Keep those of the reporters still counted alive until ``until`` at least;
+        returns them (the others are gone, or never reported)."""
+        kept = set(self._run(self.sql.lock_reporters, {"reporters": reporter_ids}).scalars())
+        if kept:
+            self._run(self.sql.keep, {"reporters": sorted(kept), "until": until})
+        return kept
+
     def silent(self, now: datetime) -> list[str]:
         """Reporters whose lease ran out before ``now`` (none that a report is claiming)."""
         return list(self._run(self.sql.silent, {"now": now}).scalars())

@@ -286,6 +286,21 @@ class Statements:
         self.any_silent = self.silent.limit(1)
         if self.postgresql:
             self.silent = self.silent.with_for_update(skip_locked=True)
+        #: Reporters of reports waiting in line, locked in name order (the order a batch's
+        #: claim locks them in), then their leases moved to at least ``until``.
+        self.lock_reporters = (
+            select(QuotaReporter.reporter_id)
+            .where(self._among(QuotaReporter.reporter_id, "reporters"))
+            .order_by(QuotaReporter.reporter_id)
+        )
+        if self.postgresql:
+            self.lock_reporters = self.lock_reporters.with_for_update()
+        self.keep = (
+            update(QuotaReporter)
+            .where(self._among(QuotaReporter.reporter_id, "reporters"))
+            .where(QuotaReporter.lease_until < bindparam("until"))
+            .values(lease_until=bindparam("until"))
+        )
         #: (tenant, namespace, count) of a role's other live reporters in the given namespaces
         self.live_reporters = (
             select(QuotaUsage.tenant, QuotaUsage.namespace, func.count())

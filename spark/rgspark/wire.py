@@ -20,6 +20,7 @@ __all__ = [
     "DEMAND_CHANGE",
     "DIMENSIONS",
     "GRACE_INTERVALS",
+    "KEPT_HEADER",
     "KINDS",
     "RATE_FIELDS",
     "SIGNIFICANT_CHANGE",
@@ -55,6 +56,11 @@ UNKNOWN_DEMAND = 1e18
 #: reporter gone, its rows deleted and its share freed; a worker that cannot reach the server
 #: holds its last allocation until then (fail-static), never longer.
 GRACE_INTERVALS = 2
+#: On a report answered 503 without being stored (it waited too long in line), the
+#: milliseconds after the report was sent for which the server still counts its worker alive,
+#: holding its last allocation: the worker holds it as long (then the grace), rather than
+#: falling back while the server counts it. Absent: the server kept nothing.
+KEPT_HEADER = "X-Lease-Kept-Ms"
 #: Seconds of its rate that a reporter's bucket holds: enough for the slices the Spark
 #: helpers charge (about 100 ms of rate), small enough that reporters waking together
 #: cannot burst far past the group's rate (the server's allocator says why: "Burst").

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+import time
+from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from fastapi import FastAPI
 from sqlalchemy import Engine, select
@@ -13,8 +16,10 @@ from sqlalchemy.orm import Session
 
 from app.api.lanes import MAX_BATCH, ReportLanes, Work
 from app.errors import Forbidden, ServiceUnavailable
-from app.models import RequestQuota
+from app.models import QuotaReporter, RequestQuota
+from app.quota import reporters
 from app.state import state_of
+from rgspark.wire import GRACE_INTERVALS, KEPT_HEADER
 
 
 class Reports:
@@ -184,6 +189,54 @@ def test_reports_that_waited_too_long_are_answered_503_unstored(
     assert isinstance(a, ServiceUnavailable) and isinstance(b, ServiceUnavailable)
     assert a.status_code == 503 and "waited over 0.2 s in line, with 3 reports" in a.reason
     assert stored(engine) == ["c", "first"]
+
+
+def test_a_report_that_waits_keeps_its_worker_alive_and_its_503_says_how_long(
+    app: FastAPI, engine: Engine
+) -> None:
+    """A worker whose report waits in line is counted alive while it does, past the end of
+    its lease, and its shed report tells it so: shed, it holds its last allocation as long
+    as the server counts it, not its fallback while the server hands its share out."""
+    interval_s, max_wait_s = 1.0, 0.3
+    lanes, reports = (
+        ReportLanes(
+            state_of(app).sessions,
+            max_wait_s=max_wait_s,
+            interval_s=interval_s,
+            silent_s=10.0,
+            keep=partial(reporters.keep, clock=time.time, interval_s=interval_s),
+        ),
+        Reports(),
+    )
+    ending = datetime.now(UTC) + timedelta(seconds=0.1)  # the worker's lease ends in line
+    with Session(engine) as session, session.begin():
+        session.add(QuotaReporter(reporter_id="worker", role="job", lease_until=ending))
+
+    async def run() -> list[bytes | BaseException]:
+        first = asyncio.ensure_future(
+            lanes.submit("t/ns", "first", reports.store("first", first=True))
+        )
+        await asyncio.to_thread(reports.first_started.wait, 10)
+        queued = [asyncio.ensure_future(lanes.submit("t/ns", r, reports.store(r))) for r in WAIT]
+        await asyncio.sleep(max_wait_s + 0.2)  # they wait past their patience, and the lease
+        reports.release_first.set()
+        return await asyncio.gather(first, *queued, return_exceptions=True)
+
+    queued_at = datetime.now(UTC)
+    first, worker, ghost = asyncio.run(run())
+
+    assert first == b"first"
+    assert isinstance(worker, ServiceUnavailable) and isinstance(ghost, ServiceUnavailable)
+    assert worker.answer_headers == {KEPT_HEADER: str(round(max_wait_s * 1000))}
+    assert ghost.answer_headers is None  # it never reported: nothing counts it, none kept
+    with Session(engine) as session:
+        lease_until = session.scalars(select(QuotaReporter.lease_until)).one()
+    # Kept from its arrival for the longest wait and the grace, as an answer's lease would.
+    kept = timedelta(seconds=max_wait_s + GRACE_INTERVALS * interval_s)
+    assert queued_at + kept <= lease_until.replace(tzinfo=UTC) <= datetime.now(UTC) + kept
+
+
+WAIT = ("worker", "ghost")
 
 
 def test_a_namespace_whose_workers_are_gone_has_no_pace_left(app: FastAPI) -> None:
