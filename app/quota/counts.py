@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 __all__ = ["Bucket", "UsageCounter"]
 
-Units = list[float]
-"""Per dimension, in `rgspark.wire.DIMENSIONS` order."""
+_DIMENSIONS = 4  # `rgspark.wire.DIMENSIONS`, in its order
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +45,42 @@ class Bucket:
     units: tuple[float, ...]
 
 
+class _Counts:
+    """Units per group (a row each, in `UsageCounter`'s order) and dimension, and which
+    groups a report counted in at all."""
+
+    __slots__ = ("touched", "units")
+
+    def __init__(self, rows: int) -> None:
+        self.units: npt.NDArray[np.float64] = np.zeros((rows, _DIMENSIONS))
+        self.touched: npt.NDArray[np.bool_] = np.zeros(rows, dtype=bool)
+
+    def grow(self, rows: int) -> None:
+        more = rows - len(self.touched)
+        if more > 0:
+            self.units = np.concatenate([self.units, np.zeros((more, _DIMENSIONS))])
+            self.touched = np.concatenate([self.touched, np.zeros(more, dtype=bool)])
+
+    def add(self, rows: npt.NDArray[np.intp], units: npt.NDArray[np.float64]) -> None:
+        self.units[rows] += units  # a report names each group once: no row twice
+        self.touched[rows] = True
+
+
 class UsageCounter:
-    """The units reported to this server process, per group and dimension."""
+    """The units reported to this server process, per group and dimension.
+
+    Kept as arrays, a row per group: a broker's report of thousands of groups, spread over a
+    minute's buckets, is a few vector additions rather than a Python loop per group and
+    bucket, which cost as much as the rest of a steady report."""
 
     def __init__(self, resolution_s: float, span_s: float) -> None:
         self.resolution_s = resolution_s
         self.span_s = span_s
         self._lock = threading.Lock()  # reports are handled on several threads
-        self._totals: dict[str, Units] = {}
-        self._buckets: dict[int, dict[str, Units]] = {}  # by the bucket's index
+        self._rows: dict[str, int] = {}
+        self._groups: list[str] = []
+        self._totals = _Counts(0)
+        self._buckets: dict[int, _Counts] = {}  # by the bucket's index
 
     def add(self, used: Mapping[str, Sequence[float]], now: float, covered_s: float) -> None:
         """Count each group's ``used`` units, used over the ``covered_s`` seconds to ``now``."""
@@ -59,21 +88,33 @@ class UsageCounter:
             return
         span = min(max(covered_s, 0.0), self.span_s)
         shares = self._spread(now - span, now)
+        units = np.array(list(used.values()), dtype=np.float64)
         with self._lock:
-            # A broker's report of thousands of groups, spread over a minute's buckets: the
-            # buckets looked up once, each group's units added in place.
-            buckets = [(self._buckets.setdefault(b, {}), share) for b, share in shares]
-            buckets.append((self._totals, 1.0))
-            for group, (a, b, c, d) in used.items():  # the four dimensions
-                for counts, share in buckets:
-                    counted = counts.get(group)
-                    if counted is None:
-                        counts[group] = [a * share, b * share, c * share, d * share]
-                    else:
-                        counted[0] += a * share
-                        counted[1] += b * share
-                        counted[2] += c * share
-                        counted[3] += d * share
+            rows = self._rows_of(used)
+            self._totals.add(rows, units)
+            for index, share in shares:
+                self._bucket(index).add(rows, units * share)
+
+    def _rows_of(self, groups: Iterable[str]) -> npt.NDArray[np.intp]:
+        known, rows = self._rows, []
+        for group in groups:
+            row = known.get(group)
+            if row is None:
+                row = known[group] = len(self._groups)
+                self._groups.append(group)
+            rows.append(row)
+        if len(self._groups) > len(self._totals.touched):
+            capacity = max(2 * len(self._groups), 16)  # grown in doublings, not at every group
+            self._totals.grow(capacity)
+            for counts in self._buckets.values():
+                counts.grow(capacity)
+        return np.array(rows, dtype=np.intp)
+
+    def _bucket(self, index: int) -> _Counts:
+        counts = self._buckets.get(index)
+        if counts is None:
+            counts = self._buckets[index] = _Counts(len(self._totals.touched))
+        return counts
 
     def _spread(self, start: float, end: float) -> list[tuple[int, float]]:
         """The buckets that [start, end] overlaps, each with its share of the span."""
@@ -92,7 +133,7 @@ class UsageCounter:
     def totals(self) -> dict[str, tuple[float, ...]]:
         """Every unit counted so far, per group and dimension: monotonic counters."""
         with self._lock:
-            return {group: tuple(units) for group, units in self._totals.items()}
+            return self._listed(self._totals)
 
     def complete(self, now: float) -> list[Bucket]:
         """Take the buckets that no report arriving from ``now`` on can add to."""
@@ -111,21 +152,22 @@ class UsageCounter:
         with self._lock:
             for bucket in buckets:
                 index = round(bucket.start / self.resolution_s)
-                _add(self._buckets.setdefault(index, {}), bucket.group, bucket.units, 1.0)
+                rows = self._rows_of([bucket.group])
+                self._bucket(index).add(rows, np.array([bucket.units], dtype=np.float64))
 
     def _take(self, indices: list[int]) -> list[Bucket]:
         taken = []
         for index in sorted(indices):
             start = index * self.resolution_s
-            for group, units in self._buckets.pop(index).items():
-                taken.append(Bucket(group, start, tuple(units)))
+            for group, units in self._listed(self._buckets.pop(index)).items():
+                taken.append(Bucket(group, start, units))
         return taken
 
-
-def _add(counts: dict[str, Units], group: str, units: Sequence[float], share: float) -> None:
-    counted = counts.get(group)
-    if counted is None:
-        counts[group] = [amount * share for amount in units]
-    else:
-        for index, amount in enumerate(units):
-            counted[index] += amount * share
+    def _listed(self, counts: _Counts) -> dict[str, tuple[float, ...]]:
+        """The groups counted in, with their units."""
+        rows = np.flatnonzero(counts.touched)
+        groups = self._groups
+        return {
+            groups[row]: tuple(units)
+            for row, units in zip(rows.tolist(), counts.units[rows].tolist(), strict=True)
+        }
