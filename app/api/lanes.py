@@ -34,7 +34,9 @@ So a report that arrives to wait keeps its worker alive at once (`Keeps`: one st
 all the reports that arrived meanwhile, beside the batch being stored, which may wait a
 while for the group's lock) for as long as a report may wait, and a report shed after that
 says so (`KEPT_HEADER`): its worker holds its last allocation that much longer, as the
-server counts it, rather than falling back.
+server counts it, rather than falling back. A shed report whose worker the server no
+longer counts (it was gone before the report came) says that too (0): its worker holds
+nothing of its own until a report of it is stored, since its share is the others' already.
 """
 
 from __future__ import annotations
@@ -87,8 +89,9 @@ class _Report:
     joins: bool
     """Whether it is its worker's first to the process (the pace does not hold those back)."""
     claims: Claims | None
-    kept: bool = False
-    """Whether its worker is kept alive while it waits (`Keeps`)."""
+    kept: bool | None = None
+    """Whether its worker is kept alive while it waits (`Keeps`), or not counted alive at
+    all; None: not known (no keep ran)."""
     queued_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
     answer: asyncio.Future[bytes] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -225,7 +228,7 @@ class ReportLanes:
                     )
                     for report in reports:
                         report.kept = report.reporter_id in kept
-        except Exception:  # the database is down, say: those not kept have 503s that say so
+        except Exception:  # the database is down, say: those not kept are not known to be
             pass
         finally:
             del self._keeping[namespace], self._keeps[namespace]
@@ -242,9 +245,13 @@ class ReportLanes:
                 f"Report not stored: it waited over {self.max_wait_s:g} s in line, with "
                 f"{len(waiting)} reports of its namespace; report again after backing off"
             )
-            kept = {KEPT_HEADER: str(round(self.max_wait_s * 1000))}
+            headers = {
+                True: {KEPT_HEADER: str(round(self.max_wait_s * 1000))},
+                False: {KEPT_HEADER: "0"},  # not counted: its share is others' already
+                None: None,
+            }
             for report in waiting[:shed]:
-                _fail([report], ServiceUnavailable(reason, headers=kept if report.kept else None))
+                _fail([report], ServiceUnavailable(reason, headers=headers[report.kept]))
             del waiting[:shed]
 
     async def _store(self, batch: list[_Report], pace_s: float) -> list[float]:

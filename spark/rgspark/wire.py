@@ -59,7 +59,9 @@ GRACE_INTERVALS = 2
 #: On a report answered 503 without being stored (it waited too long in line), the
 #: milliseconds after the report was sent for which the server still counts its worker alive,
 #: holding its last allocation: the worker holds it as long (then the grace), rather than
-#: falling back while the server counts it. Absent: the server kept nothing.
+#: falling back while the server counts it. 0: the server does not count it (its share is
+#: the others'), and it holds nothing of its own until a report of it is stored. Absent:
+#: not known (the server could not look).
 KEPT_HEADER = "X-Lease-Kept-Ms"
 #: Seconds of its rate that a reporter's bucket holds: enough for the slices the Spark
 #: helpers charge (about 100 ms of rate), small enough that reporters waking together
