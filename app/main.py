@@ -30,7 +30,6 @@ from app.api import metrics as metrics_api
 from app.api.authentication import TokenAuthMiddleware
 from app.api.draft_aliases import draft_alias_router
 from app.api.errors import register_error_handlers
-from app.api.lanes import ReportLanes
 from app.api.limits import RequestLimits, RequestLimitsMiddleware
 from app.api.spec import document_security
 from app.api.throttling import ThrottlingMiddleware
@@ -41,6 +40,7 @@ from app.metrics import Metrics
 from app.quota import history, reporters
 from app.quota.cache import ReportCache
 from app.quota.changes import ChangeWatch, Reading
+from app.quota.lanes import ReportLanes
 from app.quota.leases import keep_alive_s
 from app.quota.repository import UsageRepository
 from app.quota.statements import new_token

@@ -17,12 +17,12 @@ if TYPE_CHECKING:  # their modules import this one, for endpoints' `deps.StateDe
     from sqlalchemy import Engine
     from sqlalchemy.orm import Session, sessionmaker
 
-    from app.api.lanes import ReportLanes
     from app.config import Settings
     from app.metrics import Metrics
     from app.quota.cache import ReportCache
     from app.quota.changes import ChangeWatch
     from app.quota.counts import UsageCounter
+    from app.quota.lanes import ReportLanes
     from app.readcache import GroupCache
     from app.request_quotas import RequestThrottle
 

@@ -170,7 +170,7 @@ class StoreServer:
         self.engine.dispose()
 
     def _submit(self, reporter: str, content: bytes, session: Session) -> bytes:
-        # A lone report is never paced (`app.api.lanes`).
+        # A lone report is never paced (`app.quota.lanes`).
         return store.submit(
             session,
             self.serving,
@@ -185,7 +185,7 @@ class StoreServer:
         reporters.release(session, self.principal, reporter, now, self.cache)
 
     def _write(self, work: Callable[[Session], T]) -> T:
-        """``work`` as one transaction, as `app.api.deps.transaction` runs it."""
+        """``work`` as one transaction, as `app.transactions.transaction` runs it."""
         with self.sessions() as session:
             begin_write(session)
             result = work(session)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError
 from starlette.background import BackgroundTask
 
+from app import transactions
 from app.access import Principal
 from app.api import deps
 from app.api.deps import CurrentPrincipal, StateDep
@@ -142,7 +143,7 @@ async def _expire(state: AppState, now: float) -> None:
     silent_since = datetime.fromtimestamp(now, UTC)
     with contextlib.suppress(DBAPIError):  # if the database is away, the write says so
         # A read first: looking often costs no write (SQLite's writers take turns).
-        if not await deps.looking(state.sessions, reporters.any_silent, silent_since):
+        if not await transactions.looking(state.sessions, reporters.any_silent, silent_since):
             return
     await _upkeep(
         state, "forget silent reporters", reporters.expire, silent_since, state.report_cache
@@ -153,7 +154,7 @@ async def _upkeep(state: AppState, what: str, func: Any, *args: Any) -> bool:
     """Run ``func(session, *args)`` as a transaction of its own; whether it committed.
     A failure is logged and counted, never raised: its loop tries again."""
     try:
-        await deps.transaction(state.sessions, func, *args)
+        await transactions.transaction(state.sessions, func, *args)
     except DBAPIError as error:
         state.metrics.database_errors.labels(type(error).__name__).inc()
         logger.warning("could not %s: %s", what, type(error).__name__)

@@ -1,7 +1,7 @@
 """Pacing: how often the reporters of one namespace may report to one server process, so
 that the process stores every report they send.
 
-A process stores a namespace's reports one transaction at a time (`app.api.lanes`), and a
+A process stores a namespace's reports one transaction at a time (`app.quota.lanes`), and a
 group's plans run one at a time anyway (under its lock, `app.quota.store`): a lane stores a
 few hundred planning reports a second. Thousands of workers of one job settling at once each
 report every interval, or sooner: more than that. Their reports then wait in line, are shed

@@ -144,7 +144,7 @@ def keep(
     clock: Callable[[], float],
     interval_s: float,
 ) -> set[str]:
-    """Keep the reporters of reports waiting in line (`app.api.lanes`) counted alive for
+    """Keep the reporters of reports waiting in line (`app.quota.lanes`) counted alive for
     ``kept_s`` from now, then the grace, as an answer's lease would; returns those kept."""
     now = datetime.fromtimestamp(clock(), UTC)
     return UsageRepository.of(session).keep(reporter_ids, lease_until(now, kept_s, interval_s))

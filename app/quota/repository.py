@@ -71,7 +71,7 @@ class GroupRow(NamedTuple):
 
 @dataclass
 class _Shared:
-    """What the reports stored in one transaction share (`app.api.lanes` stores several of
+    """What the reports stored in one transaction share (`app.quota.lanes` stores several of
     one namespace together): each would otherwise make the same round trips."""
 
     transaction: weakref.ref[SessionTransaction]

@@ -14,10 +14,10 @@ from fastapi import FastAPI
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from app.api.lanes import MAX_BATCH, ReportLanes, Work
 from app.errors import Forbidden, ServiceUnavailable
 from app.models import QuotaReporter, RequestQuota
 from app.quota import reporters
+from app.quota.lanes import MAX_BATCH, ReportLanes, Work
 from app.state import state_of
 from rgspark.wire import GRACE_INTERVALS, KEPT_HEADER
 

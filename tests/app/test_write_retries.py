@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import Session
 
+from app import transactions
 from app.api import deps
 from app.api.errors import register_error_handlers
 from app.models import ResourceGroup
@@ -103,5 +104,5 @@ def test_collisions_without_end_are_a_503_that_says_so(postgresql: FastAPI, engi
     reason = response.json()["reason"]
     assert "collided with concurrent writes" in reason
     assert "unavailable" not in reason.lower()
-    assert attempts == deps.ATTEMPTS
+    assert attempts == transactions.ATTEMPTS
     assert not group_exists(engine)

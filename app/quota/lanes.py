@@ -48,7 +48,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.api import deps
+from app import transactions
 from app.errors import AppError, ServiceUnavailable
 from app.quota.pacing import Pace, spread
 from app.quota.store import Claim, claim_all
@@ -137,7 +137,7 @@ class ReportLanes:
         one); ``joins``: it is its worker's first to the process (until one is answered);
         ``claims``: what its work claims first, claimed with its batch's."""
         if namespace is None:
-            return await deps.transaction(self.sessions, work, pace_s=0.0)
+            return await transactions.transaction(self.sessions, work, pace_s=0.0)
         now = asyncio.get_running_loop().time()
         pace = self._paces.get(namespace)
         if pace is None:
@@ -223,7 +223,7 @@ class ReportLanes:
                 keeping.clear()
                 reporter_ids = sorted({report.reporter_id for report in reports})
                 if reporter_ids:
-                    kept = await deps.transaction(
+                    kept = await transactions.transaction(
                         self.sessions, self.keep, reporter_ids, self.max_wait_s
                     )
                     for report in reports:
@@ -257,7 +257,7 @@ class ReportLanes:
     async def _store(self, batch: list[_Report], pace_s: float) -> list[float]:
         """Store the batch; returns the seconds each report's work took (0 where it failed)."""
         try:
-            done = await deps.transaction(self.sessions, _store_all, batch, pace_s)
+            done = await transactions.transaction(self.sessions, _store_all, batch, pace_s)
         except AppError as refused:
             if refused.status_code >= 500 or len(batch) == 1:
                 _fail(batch, refused)
