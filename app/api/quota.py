@@ -46,6 +46,7 @@ from app.quota.schemas import (
 )
 from app.schemas import NAME_PATTERN, NamespaceName, TenantName
 from app.state import AppState
+from rgspark.wire import KEPT_HEADER
 
 router = APIRouter(prefix="/quota/v1", tags=["quota"])
 logger = logging.getLogger(__name__)
@@ -60,6 +61,17 @@ _ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
 _REPORT_ERRORS = responses(
     BadRequest, Unauthorized, Forbidden, NotFound, TooManyRequests, ServiceUnavailable
 )
+_REPORT_ERRORS[503]["headers"] = {
+    KEPT_HEADER: {
+        "description": (
+            "On a report not stored because it waited too long in line: for how many "
+            "milliseconds after it was sent the server still counts its reporter alive, "
+            "holding its last allocations (then the grace); 0: the server no longer counts it. "
+            "Absent on other 503s."
+        ),
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
 
 
 # A report of thousands of namespaces is validated by pydantic straight from its bytes, in
