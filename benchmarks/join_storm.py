@@ -338,8 +338,7 @@ class _Storm:
             except AdminServerError as exc:
                 reporter.failed(exc)
                 continue
-            reporter.take_answer(answer, now)
-            reporter.failures = 0  # as `Reporter.report` does on an answer
+            reporter.take_answer(answer, now)  # which also ends a streak of failures
 
     async def _post(
         self, worker: _Worker, body: dict[str, Any], http: _Connection

@@ -1,11 +1,18 @@
-"""The few admin-server calls a worker makes, with errors mapped onto rgspark's tree."""
+"""The few admin-server calls a worker makes, with errors mapped onto rgspark's tree.
+
+An answer is checked before anything uses it: a body that is not the API's (not JSON, a
+field missing, a rate that is NaN, negative or too small for a bucket to hold) raises
+`UnexpectedResponseError` like any other answer the API does not define, so that a worker
+treats it as it treats a server it cannot reach (the reporter's fail-static rule).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -16,8 +23,13 @@ from ._exceptions import (
     ServerUnreachableError,
     UnexpectedResponseError,
 )
+from .wire import DIMENSIONS, KEPT_HEADER, UNLIMITED_ALLOCATION
 
-__all__ = ["AdminClient"]
+__all__ = ["AdminClient", "NamespaceAnswer", "ReportAnswer", "ReportShed", "report_answer"]
+
+#: The least allocation a worker holds: a millionth of a unit per second, the finest rate a
+#: `TokenBucket` resolves. An answer granting less (other than -1, unlimited) is not used.
+MIN_ALLOCATION = 1e-6
 
 _ERRORS = {
     401: AuthenticationError,
@@ -90,7 +102,11 @@ class AdminClient:
             extensions={"trace": self._trace},
         )
         groups = answer.get("groups") or {}
-        return int(answer["generation"]), {str(g): int(w) for g, w in groups.items()}
+        if not isinstance(groups, Mapping):
+            raise _not_the_api("the changes", f"groups is {groups!r}")
+        return _whole(answer.get("generation"), "generation"), {
+            str(group): _whole(wake, f"the wake of {group}") for group, wake in groups.items()
+        }
 
     def watcher(self) -> AdminClient:
         """Another client of the same server with the same token, for a thread that holds
@@ -130,6 +146,7 @@ class AdminClient:
         timeout: float | None = None,
         extensions: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        self.throttle_s = 0.0  # an answer's throttle time is for the call after it only
         try:
             response = self._http.request(
                 method,
@@ -160,18 +177,150 @@ def answer_of(response: httpx.Response, method: str, path: str) -> dict[str, Any
     if response.is_success and isinstance(payload, dict):
         return payload
     reason = payload.get("reason") if isinstance(payload, dict) else None
-    error = _ERRORS.get(response.status_code, UnexpectedResponseError)
     message = f"{method} {path} answered {response.status_code}"
-    raise error(
-        f"{message}: {reason}" if reason else message,
-        status_code=response.status_code,
-        reason=reason,
-    )
+    if reason:
+        message = f"{message}: {reason}"
+    kept_s = _header_seconds(response, KEPT_HEADER)
+    if kept_s is not None:
+        raise ReportShed(message, status_code=response.status_code, reason=reason, kept_s=kept_s)
+    error = _ERRORS.get(response.status_code, UnexpectedResponseError)
+    raise error(message, status_code=response.status_code, reason=reason)
+
+
+class ReportShed(UnexpectedResponseError):
+    """The server, up but with more reports than it stores, answered the report without
+    storing it (503), and said how long it still counts the reporter alive, holding its
+    last allocations: `kept_s` after the report was sent (then the grace); 0: it no longer
+    counts it (``X-Lease-Kept-Ms``)."""
+
+    def __init__(self, message: str, *, status_code: int, reason: str | None, kept_s: float):
+        super().__init__(message, status_code=status_code, reason=reason)
+        self.kept_s = kept_s
 
 
 def throttle_time_s(response: httpx.Response) -> float:
     """The answer's throttle time (``X-Throttle-Time-Ms``), in seconds."""
+    return _header_seconds(response, "X-Throttle-Time-Ms") or 0.0
+
+
+def _header_seconds(response: httpx.Response, header: str) -> float | None:
+    """A header's milliseconds, in seconds (at least 0); None when absent or not a number."""
     try:
-        return max(0.0, float(response.headers.get("x-throttle-time-ms", 0)) / 1000)
-    except ValueError:
-        return 0.0
+        seconds = float(response.headers[header]) / 1000
+    except (KeyError, ValueError):
+        return None
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
+
+
+class NamespaceAnswer(NamedTuple):
+    """One namespace's part of a report's answer, checked."""
+
+    group: str | None
+    """The namespace's effective group (None: no group limits it)."""
+    allocations: dict[str, float]
+    """The rate of each dimension (-1 unlimited)."""
+    fallbacks: dict[str, float] | None
+    """The fair share of each dimension, held past the fail-static bound (None: an older
+    server, which sends none)."""
+
+
+class ReportAnswer(NamedTuple):
+    """A report's answer, checked (`report_answer`); times in seconds."""
+
+    interval_s: float
+    """When to report again."""
+    period_s: float | None
+    """The server's report interval (None: an older server, which does not say it)."""
+    lease_s: float | None
+    """How long the answer holds (None: an older server; a report interval then)."""
+    confirm_falls: bool
+    """Whether the server asks each report to say the rates its buckets enforce."""
+    namespaces: dict[str, NamespaceAnswer]
+
+
+def report_answer(answer: Mapping[str, Any], reported: Iterable[str]) -> ReportAnswer:
+    """The answer to a report of the namespaces `reported`, checked: raises
+    `UnexpectedResponseError`, naming what is wrong, for one a worker cannot use. Only
+    ``leaseMs``, ``reportPeriodMs``, ``confirmFalls`` and ``fallbackAllocations`` may be
+    missing: an older server sends none of them."""
+    namespaces = answer.get("namespaces")
+    if not isinstance(namespaces, Mapping):
+        raise _not_the_api("a report", f"namespaces is {namespaces!r}")
+    checked = {str(key): _namespace_answer(str(key), part) for key, part in namespaces.items()}
+    for key in reported:
+        if key not in checked:
+            raise _not_the_api("a report", f"it does not answer for {key}")
+    confirm = answer.get("confirmFalls", False)
+    if not isinstance(confirm, bool):
+        raise _not_the_api("a report", f"confirmFalls is {confirm!r}")
+    return ReportAnswer(
+        interval_s=_seconds(answer, "reportIntervalMs"),
+        period_s=_seconds_if_sent(answer, "reportPeriodMs"),
+        lease_s=_seconds_if_sent(answer, "leaseMs"),
+        confirm_falls=confirm,
+        namespaces=checked,
+    )
+
+
+def _namespace_answer(key: str, part: Any) -> NamespaceAnswer:
+    if not isinstance(part, Mapping):
+        raise _not_the_api("a report", f"the part of {key} is {part!r}")
+    group = part.get("resourceGroup")
+    if group is not None and not isinstance(group, str):
+        raise _not_the_api("a report", f"the resourceGroup of {key} is {group!r}")
+    allocations = _rates(key, part, "allocations")
+    if allocations is None:
+        raise _not_the_api("a report", f"it has no allocations for {key}")
+    return NamespaceAnswer(group, allocations, _rates(key, part, "fallbackAllocations"))
+
+
+def _rates(key: str, part: Mapping[str, Any], name: str) -> dict[str, float] | None:
+    """The rate of each dimension in the field `name`, None when it is missing."""
+    rates = part.get(name)
+    if rates is None:
+        return None
+    if not isinstance(rates, Mapping):
+        raise _not_the_api("a report", f"the {name} of {key} are {rates!r}")
+    checked = {}
+    for dimension in DIMENSIONS:
+        rate = _number(rates.get(dimension))
+        if rate is None or not (rate == UNLIMITED_ALLOCATION or rate >= MIN_ALLOCATION):
+            raise _not_the_api(
+                "a report",
+                f"{name}.{dimension} of {key} is {rates.get(dimension)!r}, not -1 (unlimited) "
+                f"nor a finite rate of at least {MIN_ALLOCATION:g} per second",
+            )
+        checked[dimension] = rate
+    return checked
+
+
+def _seconds(answer: Mapping[str, Any], name: str) -> float:
+    """The field `name`, a positive number of milliseconds, in seconds."""
+    milliseconds = _number(answer.get(name))
+    if milliseconds is None or milliseconds <= 0:
+        raise _not_the_api("a report", f"{name} is {answer.get(name)!r}, not a positive number")
+    return milliseconds / 1000
+
+
+def _seconds_if_sent(answer: Mapping[str, Any], name: str) -> float | None:
+    """`_seconds`, or None when the field is missing (an older server does not send it)."""
+    return None if answer.get(name) is None else _seconds(answer, name)
+
+
+def _number(value: Any) -> float | None:
+    """`value` if it is a finite number (a JSON boolean is not one), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _whole(value: Any, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _not_the_api("the changes", f"{name} is {value!r}, not a whole number")
+    return value
+
+
+def _not_the_api(what: str, problem: str) -> UnexpectedResponseError:
+    return UnexpectedResponseError(
+        f"The admin server's answer to {what} is not the API's: {problem}", status_code=200
+    )

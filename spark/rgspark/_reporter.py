@@ -42,6 +42,19 @@ are still moving); from then on it is at most the quota. A worker cut off from a
 that others still reach adds its fallback to what the server hands out, until it reaches
 the server again.
 
+A server that is up but has more reports than it stores sheds some (503) and says what it
+counts of the worker (``X-Lease-Kept-Ms``, `rgspark._admin.ReportShed`): kept alive for a
+while yet (a report waiting in line keeps it so), the worker holds its last allocation
+that long too, and no fallback, and reports again an interval before that runs out; no
+longer counted (its share went to the others), it holds nothing of its own until a report
+of it is stored (`State.UNCOUNTED`). So what shed workers enforce is what the server counts.
+
+An answer the worker cannot use counts as no answer: one that is not JSON or not the API's
+(a field missing, a rate that is NaN, negative or below what a bucket holds:
+`rgspark._admin.report_answer`), or one that raises as it is applied. It is logged once per
+streak of failures, with the reporter's id, and the fail-static rule holds; neither the reporter
+thread nor the watcher below ever stops on one.
+
 Changes pushed. Beside the reporting thread, a second one holds the server's long poll on
 changes (``GET /quota/v1/changes``) to the admin state and to its groups' shares: when a
 group, an attachment or the default group changes, the server answers it at once and the
@@ -50,6 +63,10 @@ of a second whatever the report interval or lease. When others join, leave or ch
 their demand enough to move this worker's share, the group's wake moves and the worker
 reports as soon as `MIN_SPACING` of an interval has passed since its last report. A server
 without that endpoint is simply not watched.
+
+When the next report is due is the `Schedule`'s alone: a `State` (no answer yet, answered,
+confirming a fall, retrying, fallen back), what happened since the last report was sent
+(a `Nudge`) and their times; `Schedule.due_in` is the question the reporter thread asks.
 
 The report interval (how long a claim to unknown demand lasts, and what the grace counts
 in) is the server's, which every answer carries (``reportPeriodMs``), 1 s before any
@@ -61,6 +78,7 @@ answer); `ResourceGroupClient`'s ``on_no_policy`` chooses that.
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -68,30 +86,181 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable
 
-from ._admin import AdminClient
-from ._exceptions import AdminServerError, NamespaceNotFoundError
+from ._admin import MIN_ALLOCATION, AdminClient, ReportAnswer, ReportShed, report_answer
+from ._exceptions import AdminServerError, NamespaceNotFoundError, UnexpectedResponseError
 from ._quota import DEFAULT_INTERVAL_S, Fallbacks, NamespaceQuota
-from .wire import GRACE_INTERVALS
+from .wire import GRACE_INTERVALS, UNLIMITED_ALLOCATION
 
-__all__ = ["Reporter"]
+__all__ = ["Nudge", "Reporter", "Schedule", "State"]
 
 logger = logging.getLogger("rgspark")
 
 MAX_BACKOFF_S = 30.0
+UNCOUNTED_RATE = MIN_ALLOCATION  # what a worker the server does not count holds: the least
 MIN_SPACING = 0.125  # of the report interval: the least time between two reports
 WATCH_S = 30.0  # how long one long poll on changes waits for one
 MAX_WATCHED_GROUPS = 100  # the most groups one long poll watches (the server's limit)
 
 
+class State(enum.Enum):
+    """Where a reporter stands since its last round trip: what its next report is."""
+
+    NEW = "new"
+    """No answer yet: the first report is due at once."""
+    ANSWERED = "answered"
+    """Due when the answer asked, sooner once `MIN_SPACING` has passed if something moved."""
+    CONFIRMING = "confirming"
+    """The answer lowered a rate, which the server counts at its old value until a report
+    says it is applied: due at once (never twice in a row)."""
+    RETRYING = "retrying"
+    """The report failed: due after a backoff, or at the fail-static bound if that comes
+    first; the buckets keep the last allocation."""
+    FALLEN_BACK = "fallen back"
+    """Reports failed past the bound: the buckets hold the fallback; due after a backoff."""
+    UNCOUNTED = "uncounted"
+    """The server, up but shedding reports, said it no longer counts this worker (its
+    share is the others'): the buckets hold nothing of their own, and no fallback, until a
+    report is stored; due after a backoff."""
+
+
+_FAILING = (State.RETRYING, State.FALLEN_BACK, State.UNCOUNTED)
+_HOLDING_LESS = (State.FALLEN_BACK, State.UNCOUNTED)  # than the last answer's allocations
+
+
+class Nudge(enum.IntEnum):
+    """What happened since the last report went out that is worth reporting early."""
+
+    NONE = 0
+    SOON = 1
+    """A task of a kind reported idle started, or the server said a group's shares moved:
+    report once `MIN_SPACING` has passed since the last report."""
+    NOW = 2
+    """The server said the admin state changed: report at once."""
+
+
+class Schedule:
+    """When a reporter's next report is due: a `State`, a `Nudge` and their times.
+
+    `due_in` is the one question; the reporter tells it what happens (`sent`, `answered`,
+    `failed`, `nudge`, `throttled`). `moved` says whether some demand moved enough to
+    report early (`NamespaceQuota.demand_moved`). Nudges come from other threads (tasks
+    starting, the watcher): under a lock, so that a push is never taken for a lesser
+    nudge, nor cleared unheard by a report that had already gone out.
+    """
+
+    __slots__ = (
+        "_lock",
+        "_moved",
+        "due",
+        "failures",
+        "not_before",
+        "nudged",
+        "period_s",
+        "sent_at",
+        "state",
+    )
+
+    def __init__(self, now: float, moved: Callable[[], bool]) -> None:
+        self._lock = threading.Lock()
+        self._moved = moved
+        self.state = State.NEW
+        self.nudged = Nudge.NONE
+        #: When the next report is due, as the last answer, or the backoff, says.
+        self.due = now
+        #: When the last report went out.
+        self.sent_at = now
+        #: When the server's throttle time ends: no report before.
+        self.not_before = 0.0
+        #: Reports failed in a row.
+        self.failures = 0
+        #: The server's report interval: the unit of spacing and backoff.
+        self.period_s = DEFAULT_INTERVAL_S
+
+    def due_in(self, now: float) -> float:
+        """Seconds from `now` until the next report should go out; 0 when it should now.
+
+        A report is due when the last answer asked (or, after a failure, the backoff or
+        the fail-static bound says); at once on `Nudge.NOW`; sooner, once `MIN_SPACING` of
+        an interval has passed since the last, on `Nudge.SOON` or when some demand moved
+        (`moved`), but not while reports fail; never before the server's throttle time has
+        passed. Otherwise, the time to look again: the reporter thread, and the quota
+        simulator, call this whenever they wake.
+        """
+        due = max(self.due, self.not_before)
+        if now >= due:
+            return 0.0
+        if self.state in _FAILING:
+            return due - now
+        if self.nudged is Nudge.NOW and now >= self.not_before:
+            return 0.0  # the limits changed: the worker learns its new share now
+        spacing = self.period_s * MIN_SPACING
+        earliest = max(self.sent_at + spacing, self.not_before)
+        if now >= earliest and (self.nudged is Nudge.SOON or self._moved()):
+            return 0.0
+        look = earliest if now < earliest else now + spacing
+        return min(due, look) - now
+
+    def nudge(self, nudge: Nudge) -> None:
+        with self._lock:
+            self.nudged = max(self.nudged, nudge)
+
+    def sent(self, now: float) -> None:
+        """A report went out at `now`: it says all that happened before."""
+        with self._lock:
+            self.sent_at = now
+            self.nudged = Nudge.NONE
+
+    def answered(self, now: float, interval_s: float, *, fell: bool, throttle_s: float) -> float:
+        """The report sent at `now` was answered, to report again in `interval_s`, or at once
+        when a rate `fell` and the report said what the buckets enforce (to say that the
+        fall applies: once in a row, so that answers never keep a worker reporting at once);
+        returns the seconds until the next report."""
+        at_once = fell and self.state is not State.CONFIRMING
+        self.state = State.CONFIRMING if at_once else State.ANSWERED
+        self.failures = 0
+        delay = max(0.0 if at_once else interval_s, throttle_s)
+        self.due = now + delay
+        return delay
+
+    def failed(self, now: float, bound: float | None, *, counted: bool | None = None) -> State:
+        """A report failed at `now`; the fail-static bound is `bound` (None before any
+        answer); `counted`: whether the server, which shed the report, said it counts the
+        worker still (None: it said nothing, or was not reached). Returns the new state."""
+        self.failures += 1
+        if counted is not None:  # the server said: it is the judge, whatever the bound
+            self.state = State.RETRYING if counted else State.UNCOUNTED
+        elif self.state not in (State.FALLEN_BACK, State.UNCOUNTED):
+            past = bound is not None and now >= bound
+            self.state = State.FALLEN_BACK if past else State.RETRYING
+        due = now + min(self.period_s * 2**self.failures, MAX_BACKOFF_S)
+        if bound is not None and self.state is State.RETRYING:
+            # Once more at the bound before falling back; kept by a server that shed the
+            # report, an interval before it, while the server counts this worker still (the
+            # next report, waiting in line in its turn, then keeps it counted).
+            early = bound - self.period_s
+            due = min(due, early if counted and now < early else bound)
+        self.due = due
+        return self.state
+
+    def throttled(self, until: float) -> None:
+        """The server asks for no call before `until`."""
+        self.not_before = until
+
+
+class _ApplyError(UnexpectedResponseError):
+    """An answer raised as it was applied: a bug, logged with its traceback."""
+
+
 class Reporter:
     """Reports a process's usage for its namespaces and applies the allocations it gets back.
 
-    `run_once` does one round trip and raises when it fails; `report` does one with the
-    failure handling of the module's fail-static rule; `due_in` says when the next is due.
-    `start` runs them on a daemon thread at the server's cadence; `close` stops the thread
-    and releases the shares at once. `wall_clock` (seconds since the epoch) and `sleep`
-    (None: a wait that a task start cuts short) let tests and the quota simulator drive it
-    on fake time.
+    `run_once` does one round trip and raises when it fails: `request` (the body), the
+    round trip, then `take_answer` (check the answer, apply it, schedule the next report).
+    `report` does one with the failure handling of the module's fail-static rule (`failed`);
+    `due_in` says when the next is due (the `schedule`'s question). `start` runs them on a
+    daemon thread at the server's cadence; `close` stops the thread and releases the shares
+    at once. `wall_clock` (seconds since the epoch) and `sleep` (None: a wait that a task
+    start cuts short, or `close`) let tests and the quota simulator drive it on fake time.
     """
 
     def __init__(
@@ -108,37 +277,44 @@ class Reporter:
         self.reporter_id = reporter_id or uuid.uuid4().hex
         self._wall_clock = wall_clock
         self._sleep = sleep
-        self._last_report = self._due = wall_clock()
+        self.schedule = Schedule(wall_clock(), self._moved)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._started = False  # a task started since the last report
-        self._pushed = False  # the server told of an admin change since the last report
-        self._woken = False  # the server told of a move in a group's shares since then
-        self._answered = threading.Event()  # the groups to watch are those answered last
+        # The watcher watches the groups of the last answer: set once it came, and clear
+        # from an admin change until the next (whose groups may be others).
+        self._groups_known = threading.Event()
         self._groups: frozenset[str] = frozenset()
         self._watch_admin: AdminClient | None = None
         for quota in self.namespaces.values():
             quota.on_start = self._on_start
+        # The last answer, checked; None before any.
+        self._answer: ReportAnswer | None = None
         #: Seconds until the next report, as the last answer asked (less when it asks early).
         self.interval_s = DEFAULT_INTERVAL_S
-        #: The server's report interval (its answers say it).
-        self.period_s = DEFAULT_INTERVAL_S
         #: How long the last answer holds (its lease; the report interval before any).
         self.lease_s = DEFAULT_INTERVAL_S
-        self.failures = 0
         #: When the server last answered (the report's sending time); None before it has.
         self.reached_at: float | None = None
-        #: Whether the buckets hold the fallback allocations (fail-static, past the bound).
-        self.on_fallback = False
-        self._fallbacks: dict[str, Fallbacks] = {}
+        #: Until when a server that shed a report since said it counts this worker alive.
+        self.kept_until: float | None = None
         #: Seconds the server's request quota asked this reporter to hold back, in all.
         self.throttled_s = 0.0
-        self._not_before = 0.0
-        # Whether the server asks each report to say what the buckets enforce (an older
-        # one refuses a report that does): known from its answers.
-        self._confirms = False
-        self._at_once = False  # whether this report was sent at once, to say a fall applied
+
+    @property
+    def period_s(self) -> float:
+        """The server's report interval (its answers say it)."""
+        return self.schedule.period_s
+
+    @property
+    def failures(self) -> int:
+        """Reports failed in a row."""
+        return self.schedule.failures
+
+    @property
+    def on_fallback(self) -> bool:
+        """Whether the buckets hold the fallback allocations (fail-static, past the bound)."""
+        return self.schedule.state is State.FALLEN_BACK
 
     def run_once(self) -> float:
         """Report and apply the answer; returns the seconds until the next report."""
@@ -148,106 +324,168 @@ class Reporter:
     def request(self, now: float) -> dict[str, Any]:
         """The body of a report sent at ``now`` (it ends the interval it reports on).
 
-        `run_once` is `request`, the round trip and `take_answer`; a caller that makes the
-        round trip itself (the join-storm benchmark drives thousands of reporters on one
-        event loop) calls the two halves, and `failed` when the round trip fails."""
-        confirming = self._confirms
+        A caller that makes the round trip itself (the join-storm benchmark drives
+        thousands of reporters on one event loop) calls `request`, then `take_answer`, or
+        `failed` when the round trip fails, as `report` does."""
+        confirming = self._confirming()
         body: dict[str, Any] = {
             "sentAtMs": round(now * 1000),
-            "intervalMs": max(1, round((now - self._last_report) * 1000)),
+            "intervalMs": max(1, round((now - self.schedule.sent_at) * 1000)),
             "namespaces": {
                 key: quota.usage(self.period_s, enforced=confirming)
                 for key, quota in self.namespaces.items()
             },
         }
-        self._last_report = now
-        self._started = self._pushed = self._woken = False
+        self.schedule.sent(now)
         return body
 
     def take_answer(self, answer: Mapping[str, Any], now: float) -> float:
         """Apply the answer to the report sent at ``now``; returns the seconds until the
-        next report."""
-        confirming = self._confirms  # whether the report said what the buckets enforce
-        groups = set()
-        fell = False
-        for key, result in answer.get("namespaces", {}).items():
-            quota = self.namespaces.get(key)
-            if quota is not None:
-                fell = quota.apply(result.get("allocations", {})) or fell
-                self._fallbacks[key] = result.get("fallbackAllocations")
-            if result.get("resourceGroup") is not None:
-                groups.add(result["resourceGroup"])
-        self._groups = frozenset(groups)
-        self.interval_s = answer.get("reportIntervalMs", 1000) / 1000
-        period_ms = answer.get("reportPeriodMs")
-        if period_ms is not None:
-            self.period_s = period_ms / 1000
-        else:  # an older server: the longest wait its answers asked for
-            first = self.reached_at is None
-            self.period_s = self.interval_s if first else max(self.period_s, self.interval_s)
-        lease_ms = answer.get("leaseMs")
-        self.lease_s = self.period_s if lease_ms is None else lease_ms / 1000
-        self._confirms = answer.get("confirmFalls", False)
-        self.reached_at = now
-        self._answered.set()
-        self.on_fallback = False
-        # The server counts a fall in force at the old rate until a report says it is
-        # applied: saying so at once frees the room for the workers that wait for it (once
-        # in a row: a report sent at once is never followed by another at once).
-        at_once = fell and confirming and not self._at_once
-        self._at_once = at_once
-        delay = max(0.0 if at_once else self.interval_s, self._honour_throttle())
-        self._due = now + delay
+        next report. Raises `UnexpectedResponseError` for an answer the worker cannot use,
+        having changed nothing (`rgspark._admin.report_answer`), or one that raised as it
+        was applied."""
+        checked = report_answer(answer, self.namespaces)
+        confirming = self._confirming()  # whether the report said what the buckets enforce
+        fell = self._apply(checked)
+        self._learn(checked, now)
+        was = self.schedule.state
+        delay = self.schedule.answered(
+            now, checked.interval_s, fell=fell and confirming, throttle_s=self._honour_throttle()
+        )
+        if was in _FAILING:
+            logger.info("rgspark: reporter %s: the admin server answers again", self.reporter_id)
         return delay
+
+    def _apply(self, answer: ReportAnswer) -> bool:
+        """Hold each namespace to its allocations; returns whether some rate fell."""
+        fell = False
+        try:
+            for key, quota in self.namespaces.items():
+                fell = quota.apply(answer.namespaces[key].allocations) or fell
+        except Exception as exc:
+            raise _ApplyError(f"The answer could not be applied: {exc!r}") from exc
+        return fell
+
+    def _learn(self, answer: ReportAnswer, now: float) -> None:
+        """What the answer says beyond the allocations: the server's times, the groups."""
+        if answer.period_s is not None:
+            period = answer.period_s
+        elif self._answer is None:  # an older server: the longest wait its answers asked for
+            period = answer.interval_s
+        else:
+            period = max(self.period_s, answer.interval_s)
+        self.schedule.period_s = period
+        self.lease_s = period if answer.lease_s is None else answer.lease_s
+        self.interval_s = answer.interval_s
+        self.reached_at, self.kept_until = now, None
+        self._answer = answer
+        parts = answer.namespaces.values()
+        self._groups = frozenset(part.group for part in parts if part.group is not None)
+        self._groups_known.set()
+
+    def _confirming(self) -> bool:
+        """Whether the server asks reports to say what the buckets enforce (an older one
+        refuses a report that does)."""
+        return self._answer is not None and self._answer.confirm_falls
+
+    def _fallbacks(self, key: str) -> Fallbacks:
+        part = None if self._answer is None else self._answer.namespaces.get(key)
+        return None if part is None else part.fallbacks
 
     def report(self) -> bool:
         """One report, as the reporter thread sends it; returns whether the server answered.
 
-        On failure, the buckets keep their allocation until the fail-static bound has
-        passed, then hold the fallback (see the module's docstring), and the next report is
-        due after a backoff, or at the bound if that comes first.
+        On failure (no answer, an error, or an answer the worker cannot use), the buckets
+        keep their allocation until the fail-static bound has passed, then hold the
+        fallback (see the module's docstring), and the next report is due after a backoff,
+        or at the bound if that comes first.
         """
         try:
             self.run_once()
         except AdminServerError as exc:
             self.failed(exc)
             return False
-        if self.failures:
-            logger.info("rgspark: admin server reachable again")
-        self.failures = 0
         return True
 
     def fallback_at(self) -> float | None:
         """When the buckets move to the fallback if the server stays unreachable; None
-        before any answer (``on_no_policy`` applies then)."""
-        if self.reached_at is None:
+        before any answer (``on_no_policy`` applies then), and while the server does not
+        count this worker (it holds nothing of its own then, and no fallback)."""
+        if self.reached_at is None or self.schedule.state is State.UNCOUNTED:
             return None
-        return self.reached_at + self.lease_s + GRACE_INTERVALS * self.period_s
+        held = self.reached_at + self.lease_s
+        if self.kept_until is not None:
+            held = max(held, self.kept_until)
+        return held + GRACE_INTERVALS * self.period_s
 
-    def failed(self, exc: AdminServerError) -> None:
-        """The report failed with ``exc``: back off, and fall back once past the bound."""
-        self.failures += 1
+    def failed(self, exc: Exception) -> None:
+        """The report failed with ``exc``: back off, and fall back once past the bound;
+        or, when the server shed it, hold what the server said it counts (`ReportShed`).
+        Logged once per streak of failures (the rest at debug level)."""
         now = self._wall_clock()
-        deadline = self.fallback_at()
-        if deadline is not None and now >= deadline and not self.on_fallback:
-            self._fall_back()
-        due = now + min(self.period_s * 2**self.failures, MAX_BACKOFF_S)
-        if deadline is not None and not self.on_fallback:
-            due = min(due, deadline)  # try once more at the bound before falling back
-        self._due = due
+        counted = None
+        if isinstance(exc, ReportShed) and self.reached_at is not None:
+            counted = exc.kept_s > 0
+            if counted:  # kept from the report's arrival, which is after it was sent
+                self.kept_until = max(self.kept_until or 0.0, self.schedule.sent_at + exc.kept_s)
+        before = self.schedule.state
+        after = self.schedule.failed(now, self.fallback_at(), counted=counted)
+        if after is not before and (after is not State.RETRYING or before in _HOLDING_LESS):
+            self._hold(after)
         self._honour_throttle()
-        log = logger.warning if self.failures == 1 else logger.debug
-        log("rgspark: report failed (%s); retrying in %.1f s", exc, due - now)
+        first = self.schedule.failures == 1
+        bug = isinstance(exc, _ApplyError) or not isinstance(exc, AdminServerError)
+        (logger.warning if first else logger.debug)(
+            "rgspark: reporter %s: report failed (%s); retrying in %.1f s",
+            self.reporter_id,
+            exc,
+            self.schedule.due - now,
+            exc_info=exc if bug and first else None,
+        )
+
+    def _hold(self, state: State) -> None:
+        """What the buckets hold on entering a failing state: the fallback, nothing of their
+        own (not counted), or, back from either (the server counts it again), the last
+        allocations."""
+        if state is State.FALLEN_BACK:
+            self._fall_back()
+        elif state is State.UNCOUNTED:
+            self._hold_nothing()
+        elif self._answer is not None:  # RETRYING, from FALLEN_BACK or UNCOUNTED
+            for key, quota in self.namespaces.items():
+                quota.apply(self._answer.namespaces[key].allocations)
+
+    def _hold_nothing(self) -> None:
+        assert self._answer is not None  # counted only once answered
+        for key, quota in self.namespaces.items():
+            allocations = self._answer.namespaces[key].allocations
+            quota.apply(
+                {
+                    dimension: rate if rate == UNLIMITED_ALLOCATION else UNCOUNTED_RATE
+                    for dimension, rate in allocations.items()
+                }
+            )
+        logger.warning(
+            "rgspark: reporter %s: the admin server no longer counts this worker (its reports "
+            "waited too long in line); holding nothing until one is stored",
+            self.reporter_id,
+        )
 
     def _fall_back(self) -> None:
-        self.on_fallback = True
         for key, quota in self.namespaces.items():
-            fallbacks = self._fallbacks.get(key)
+            fallbacks = self._fallbacks(key)
             if fallbacks is not None:
-                quota.apply(fallbacks)
+                try:
+                    quota.apply(fallbacks)
+                except Exception:  # a bug: the last allocation stays, as without a fallback
+                    logger.exception(
+                        "rgspark: reporter %s: no fallback for %s", self.reporter_id, key
+                    )
         logger.warning(
-            "rgspark: no answer from the admin server for its lease and %d report intervals; "
-            "holding the fallback allocations (its fair share of each group) until it answers",
+            "rgspark: reporter %s: no answer from the admin server for its lease and %d report "
+            "intervals; holding the fallback allocations (its fair share of each group) until "
+            "it answers",
+            self.reporter_id,
             GRACE_INTERVALS,
         )
 
@@ -256,48 +494,26 @@ class Reporter:
         throttle = self.admin.throttle_s
         if throttle:
             self.throttled_s += throttle
-            self._not_before = self._wall_clock() + throttle
+            self.schedule.throttled(self._wall_clock() + throttle)
             logger.info("rgspark: the admin server throttles this worker for %.2f s", throttle)
         return throttle
 
     def due_in(self, now: float) -> float:
-        """Seconds from `now` until the next report should go out; 0 when it should now.
-
-        A report is due when the last answer asked (or, after a failure, the backoff or
-        the fail-static bound says); at once when the server pushed an admin change
-        (`changed`); sooner, once `MIN_SPACING` of an interval has passed since the last,
-        when a task of an idle kind started (`NamespaceQuota.use`), some demand moved
-        (`NamespaceQuota.demand_moved`, up to the fair share) or the server said a group's
-        shares moved (`changed`), but not while the server fails; never before the
-        server's throttle time has passed. Otherwise, the time to look again: the reporter
-        thread, and the quota simulator, call this whenever they wake.
-        """
-        due = max(self._due, self._not_before)
-        if now >= due:
-            return 0.0
-        if self.failures:
-            return due - now
-        if self._pushed and now >= self._not_before:
-            return 0.0  # the limits changed: the worker learns its new share now
-        spacing = self.period_s * MIN_SPACING
-        earliest = max(self._last_report + spacing, self._not_before)
-        if now >= earliest and (self._started or self._woken or self._moved()):
-            return 0.0
-        look = earliest if now < earliest else now + spacing
-        return min(due, look) - now
+        """Seconds from `now` until the next report should go out (`Schedule.due_in`)."""
+        return self.schedule.due_in(now)
 
     def _on_start(self) -> None:
-        self._started = True
+        self.schedule.nudge(Nudge.SOON)
         self._wake.set()
 
     def changed(self, *, admin: bool) -> None:
         """The server says something this process's shares come from changed: the admin
         state (``admin``: report at once) or a group's shares (report soon: `due_in`)."""
         if admin:
-            self._pushed = True
-            self._answered.clear()  # watch the groups that the next answer gives
+            self.schedule.nudge(Nudge.NOW)
+            self._groups_known.clear()  # watch the groups that the next answer gives
         else:
-            self._woken = True
+            self.schedule.nudge(Nudge.SOON)
         self._wake.set()
 
     def start(self) -> None:
@@ -311,44 +527,63 @@ class Reporter:
             ).start()
 
     def _watch(self, admin: AdminClient) -> None:
-        """Hold the long poll on changes; on one, have the reporter report (`changed`)."""
+        """Hold the long poll on changes; on one, have the reporter report (`changed`).
+
+        Only a server without the endpoint ends it: a failed poll, or an answer it cannot
+        use, is tried again after a backoff, as reports are (the first of a streak logged:
+        the reports notice a server that fails, not a watch that does)."""
         after: int | None = None
         wakes: dict[str, int | None] = {}
         failures = 0
         try:
             while not self._stop.is_set():
-                # The groups to watch are those of the last answer, once it came.
-                self._answered.wait(WATCH_S)
-                groups = sorted(self._groups)[:MAX_WATCHED_GROUPS]
-                wakes = {group: wakes.get(group) for group in groups}
                 try:
-                    generation, seen = admin.changes(after, wakes, WATCH_S)
-                except NamespaceNotFoundError:  # a server without the endpoint
+                    after, wakes = self._poll(admin, after, wakes)
+                except NamespaceNotFoundError:
                     logger.info("rgspark: the admin server does not push changes")
                     return
-                except AdminServerError:  # the reports notice and say so
+                except Exception as exc:
                     if self._stop.is_set():  # `close` ended the poll
                         return
                     failures += 1
-                    self._stop.wait(min(self.period_s * 2**failures, MAX_BACKOFF_S))
+                    backoff = min(self.period_s * 2**failures, MAX_BACKOFF_S)
+                    (logger.info if failures == 1 else logger.debug)(
+                        "rgspark: reporter %s: watching for changes failed (%s); again in %.1f s",
+                        self.reporter_id,
+                        exc,
+                        backoff,
+                        exc_info=exc
+                        if failures == 1 and not isinstance(exc, AdminServerError)
+                        else None,
+                    )
+                    self._pause(backoff)
                     continue
                 failures = 0
-                if after is not None and generation > after:
-                    self.changed(admin=True)
-                elif any(wakes.get(g) not in (None, wake) for g, wake in seen.items()):
-                    self.changed(admin=False)
-                after = generation
-                wakes.update(seen)
                 if admin.throttle_s:
-                    self._stop.wait(admin.throttle_s)
+                    self._pause(admin.throttle_s)
         finally:
             admin.close()
+
+    def _poll(
+        self, admin: AdminClient, after: int | None, wakes: dict[str, int | None]
+    ) -> tuple[int, dict[str, int | None]]:
+        """One long poll, from the generation and wakes seen (`after`, `wakes`): tells the
+        reporter of a change, and returns what it saw."""
+        self._groups_known.wait(WATCH_S)  # the groups to watch are those of the last answer
+        groups = sorted(self._groups)[:MAX_WATCHED_GROUPS]
+        wakes = {group: wakes.get(group) for group in groups}
+        generation, seen = admin.changes(after, wakes, WATCH_S)
+        if after is not None and generation > after:
+            self.changed(admin=True)
+        elif any(wakes.get(group) not in (None, wake) for group, wake in seen.items()):
+            self.changed(admin=False)
+        return generation, {**wakes, **seen}
 
     def close(self) -> None:
         """Stop reporting and release this process's shares, so others get them at once."""
         self._stop.set()
         self._wake.set()
-        self._answered.set()  # a watcher waiting for its groups stops now
+        self._groups_known.set()  # a watcher waiting for its groups stops now
         if self._watch_admin is not None:
             self._watch_admin.abort()  # ends its long poll
         if self._thread is not None:
@@ -373,7 +608,7 @@ class Reporter:
 
     def _moved(self) -> bool:
         return any(
-            quota.demand_moved(interval_s=self.period_s, fair=self._fallbacks.get(key))
+            quota.demand_moved(interval_s=self.period_s, fair=self._fallbacks(key))
             for key, quota in self.namespaces.items()
         )
 
@@ -384,8 +619,19 @@ class Reporter:
         self.close()
 
     def _run(self) -> None:
-        while True:
-            self._wait()
-            if self._stop.is_set():
-                return
-            self.report()
+        while not self._stop.is_set():
+            try:
+                self._wait()
+                if self._stop.is_set():
+                    return
+                self.report()
+            except Exception as exc:  # a bug: fail-static, as when the server fails
+                self.failed(exc)
+                self._pause(self.schedule.due - self._wall_clock())
+
+    def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or until `close`."""
+        if self._sleep is not None:
+            self._sleep(seconds)
+        else:
+            self._stop.wait(seconds)

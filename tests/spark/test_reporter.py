@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,6 +19,7 @@ from rgspark._reporter import Reporter
 from rgspark.wire import UNKNOWN_DEMAND
 from tests.factories import FakeClock, create_group, create_namespace, create_tenant
 from tests.spark.conftest import FakeMonotonicClock, running_server
+from tests.spark.test_reporter_wire import MockServer, advance, mock_reporter, next_report
 
 Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000
@@ -101,51 +100,8 @@ def test_initial_rate_holds_before_the_first_answer() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# On fake time, against a mock server: idle is known, when reports go out, fail-static
-
-
-class MockServer:
-    """``/quota/v1`` answering every report with the same rates, until told to fail."""
-
-    def __init__(
-        self,
-        allocation: float = 200.0,
-        fallback: float | None = 500.0,
-        interval_ms: int = 1000,
-        period_ms: int | None = None,
-        confirm_falls: bool = False,
-    ) -> None:
-        self.allocation = allocation
-        self.confirm_falls = confirm_falls  # False: an older server, which refuses them
-        self.fallback = fallback
-        self.interval_ms = interval_ms
-        self.period_ms = period_ms  # None: an older server, which does not say it
-        self.failing: Exception | int | None = None
-        self.reports: list[dict[str, Any]] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        if isinstance(self.failing, Exception):
-            raise self.failing
-        if self.failing is not None:
-            return httpx.Response(self.failing, json={"reason": "Database unavailable"})
-        if request.method == "DELETE":
-            return httpx.Response(204)
-        body = json.loads(request.content)
-        self.reports.append(body)
-        unlimited = {"publishBytes": -1, "dispatchMsgs": -1, "dispatchBytes": -1}
-        answer: dict[str, Any] = {"allocations": {"publishMsgs": self.allocation, **unlimited}}
-        if self.fallback is not None:
-            answer["fallbackAllocations"] = {"publishMsgs": self.fallback, **unlimited}
-        result = {
-            "accepted": True,
-            "reportIntervalMs": self.interval_ms,
-            "namespaces": {key: answer for key in body["namespaces"]},
-        }
-        if self.period_ms is not None:
-            result["reportPeriodMs"] = self.period_ms
-        if self.confirm_falls:
-            result["confirmFalls"] = True
-        return httpx.Response(200, json=result)
+# On fake time, against the server's answers (`MockServer`): idle is known, when reports go
+# out, fail-static
 
 
 @pytest.fixture
@@ -156,19 +112,6 @@ def wall() -> FakeClock:
 @pytest.fixture
 def server() -> MockServer:
     return MockServer()
-
-
-def mock_reporter(
-    server: MockServer, wall: FakeClock, clock: FakeMonotonicClock, **options: Any
-) -> tuple[NamespaceQuota, Reporter]:
-    quota = NamespaceQuota("t", "ns", clock=clock, sleep=clock.sleep)
-    admin = AdminClient("http://rg.test", transport=httpx.MockTransport(server))
-    return quota, Reporter(admin, [quota], wall_clock=wall, **options)
-
-
-def advance(wall: FakeClock, clock: FakeMonotonicClock, seconds: float) -> None:
-    wall.advance(seconds)
-    clock.advance(seconds)
 
 
 def work(
@@ -194,14 +137,6 @@ def reported_busy(
     work(quota, wall, clock, 50, 1)
     reporter.report()
     return quota, reporter
-
-
-def next_report(reporter: Reporter, wall: FakeClock, clock: FakeMonotonicClock) -> float:
-    """Wait as the reporter thread does until a report is due, send it; returns when."""
-    while (seconds := reporter.due_in(wall())) > 0:
-        advance(wall, clock, seconds)
-    reporter.report()
-    return wall()
 
 
 class TestIdleIsKnown:
@@ -410,30 +345,33 @@ class TestFailStatic:
     def test_a_newcomer_is_not_stranded_on_its_probe(
         self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
-        server.allocation, server.interval_ms = 5, 125  # a newcomer's probe, report again soon
+        # A newcomer's probe, asked back soon; its lease is a report interval, as a
+        # settling reporter's is.
+        server.allocation, server.interval_ms = 5, 125
         quota, reporter = mock_reporter(server, wall, clock)
         reporter.report()
         server.failing = 503
-        advance(wall, clock, 3 * 0.125 - 0.001)
+        advance(wall, clock, 3 - 0.001)
         reporter.report()
         assert quota.rate("publishMsgs") == 5
         advance(wall, clock, 0.001)
         reporter.report()
         assert quota.rate("publishMsgs") == 500
 
-    def test_the_interval_is_the_longest_an_answer_asked_for(
-        self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
+    def test_a_steady_worker_holds_its_allocation_for_its_lease_and_two_intervals(
+        self, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
-        server.interval_ms = 125
-        _, reporter = mock_reporter(server, wall, clock)
+        server = MockServer(interval_ms=8000, lease_ms=8000)
+        quota, reporter = mock_reporter(server, wall, clock)
         reporter.report()
-        assert reporter.period_s == 0.125
-        server.interval_ms = 1000
-        reporter.report()
-        server.interval_ms = 125
-        reporter.report()
-        assert reporter.period_s == 1.0
-        assert reporter.fallback_at() == pytest.approx(wall() + 3)
+        answered = wall()
+        server.failing = 503
+        attempts = []
+        while quota.rate("publishMsgs") == 200:
+            attempts.append(next_report(reporter, wall, clock) - answered)
+        # At its lease's end, then after a backoff of 2 intervals: the bound.
+        assert attempts == pytest.approx([8, 8 + 2])
+        assert quota.rate("publishMsgs") == 500
 
     def test_before_any_answer_on_no_policy_holds(
         self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
@@ -445,17 +383,6 @@ class TestFailStatic:
             next_report(reporter, wall, clock)
         assert quota.rate("publishMsgs") == 50
         assert reporter.fallback_at() is None
-
-    def test_an_answer_without_a_fallback_keeps_the_last_allocation(
-        self, wall: FakeClock, clock: FakeMonotonicClock
-    ) -> None:
-        server = MockServer(fallback=None)
-        quota, reporter = mock_reporter(server, wall, clock)
-        reporter.report()
-        server.failing = 503
-        advance(wall, clock, 10)
-        reporter.report()
-        assert quota.rate("publishMsgs") == 200
 
 
 def test_a_stopped_server_moves_workers_to_their_fallback_after_their_lease(
@@ -585,7 +512,7 @@ class TestSayingWhatIsEnforced:
     def test_each_report_says_the_rates_in_force_once_the_server_asks(
         self, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
-        server = MockServer(allocation=200.0, confirm_falls=True)
+        server = MockServer(allocation=200.0)
         quota, reporter = mock_reporter(server, wall, clock)
         quota.use("publish")
         reporter.run_once()  # the first: no answer yet says the server takes them
@@ -599,15 +526,18 @@ class TestSayingWhatIsEnforced:
         next_report(reporter, wall, clock)
         assert server.reports[-1]["namespaces"]["t/ns"]["publishMsgs"]["allocation"] == 150.0
 
-    def test_an_older_server_is_never_sent_them(
+    def test_a_fall_is_said_at_once_but_never_twice_in_a_row(
         self, server: MockServer, wall: FakeClock, clock: FakeMonotonicClock
     ) -> None:
         quota, reporter = mock_reporter(server, wall, clock)
         quota.use("publish")
-        for _ in range(3):
-            next_report(reporter, wall, clock)
-        assert all(
-            "allocation" not in figures
-            for body in server.reports
-            for figures in body["namespaces"]["t/ns"].values()
-        )
+        reporter.report()
+        assert reporter.due_in(wall()) > 0
+        advance(wall, clock, 1)
+        server.allocation = 150.0
+        reporter.report()
+        assert reporter.due_in(wall()) == 0  # the server counts 200 until it hears of 150
+        server.allocation = 100.0
+        reporter.report()
+        assert reporter.due_in(wall()) == pytest.approx(0.125)  # looks again, due in 1 s
+        assert server.reports[-1]["namespaces"]["t/ns"]["publishMsgs"]["allocation"] == 150.0
