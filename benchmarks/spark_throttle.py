@@ -2,8 +2,9 @@
 
     python -m benchmarks.spark_throttle [--quick] [--seconds 20] [--rate 2000] [--cores 2]
                                         [--rows 3000000] [--rounds 10] [--report-interval S]
+                                        [--charges 20000]
 
-prints one JSON object with two figures, measured with real PySpark in local mode (``--cores``
+prints one JSON object with these figures, measured with real PySpark in local mode (``--cores``
 worker slots) against ``rgadmin serve`` on a SQLite database of its own, in a temporary
 folder, with the server's default report interval unless ``--report-interval`` says otherwise:
 
@@ -38,6 +39,15 @@ folder, with the server's default report interval unless ``--report-interval`` s
   workers join and settle (the whole job when it is shorter). Bar: at most
   `REPORTS_PER_LEASE_BAR`: a steady worker reports once a lease, and its shares' wakes and
   settling add some.
+
+- ``charge_cost``: what the limiter costs on the path Spark takes when a group limits
+  something: microseconds per ``NamespaceQuota.acquire`` (as `throttle` and `throttled_sink`
+  call it for each slice: `Limiter.reserve` on the msgs and bytes buckets, the wait's check,
+  the demand estimators' record), in this process, no Spark. The rate is so high that no
+  call waits, so the figure is the limiter's cost alone, not the throttling it is there for.
+  The median over ``--rounds`` rounds. Information, no bar: a throttled task charges about
+  ten times a second (slices of `BURST_S` of its rate), so this cost is a few parts in a
+  hundred thousand of its time, and the overhead bar holds throttle's whole cost.
 
 ``--quick`` shrinks everything for a smoke test: its accuracy window is too short for the bar,
 and a job too short to have a steady part is timed over its whole flow (``steady_part``:
@@ -83,6 +93,12 @@ if TYPE_CHECKING:
     from rgspark import ResourceGroupClient
 
 ACCURACY_BAR = 0.05
+CHARGE_PATH = "NamespaceQuota.acquire -> Limiter.reserve -> TokenBucket (msgs and bytes)"
+# A slice of a throttled batch at the accuracy jobs' default quota: 100 ms of 2,000 rows/s
+# of 8 bytes each. The amounts do not change the cost; ints, as Spark's row counts and
+# Arrow sizes are.
+CHARGE_ROWS, CHARGE_BYTES = 200, 1600
+UNWAITED_RATE = 1e12  # per second: no charge of the measured path ever waits
 REPORTS_PER_LEASE_BAR = 2.0
 SHORT_TASK_S = 0.5  # of a worker's share of the rate: a short task's rows
 SETTLE_S = 5.0  # of a reporting job: its workers join and settle
@@ -397,6 +413,33 @@ def overhead(
     }
 
 
+def charge_cost(calls: int, rounds: int) -> dict[str, Any]:
+    """Microseconds per charge of the path Spark takes (see the module's docstring)."""
+    from rgspark._quota import NamespaceQuota
+
+    waits: list[float] = []
+    quota = NamespaceQuota(TENANT, "cost", initial_rate=UNWAITED_RATE, sleep=waits.append)
+    acquire = quota.acquire
+    acquire("publish", CHARGE_ROWS, CHARGE_BYTES)  # warm-up; the buckets start empty
+    waits.clear()
+    per_call = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for _ in range(calls):
+            acquire("publish", CHARGE_ROWS, CHARGE_BYTES)
+        per_call.append((time.perf_counter() - started) / calls * 1e6)
+    return {
+        "path": CHARGE_PATH,
+        "us_per_charge": round(statistics.median(per_call), 2),
+        "fastest_round_us": round(min(per_call), 2),
+        "calls": calls,
+        "rounds": rounds,
+        "amounts": {"msgs": CHARGE_ROWS, "bytes": CHARGE_BYTES},
+        "rate": UNWAITED_RATE,
+        "waits": len(waits),
+    }
+
+
 @dataclass
 class Round:
     rows_per_s: float
@@ -414,9 +457,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--report-interval", type=float, help="the server's report interval (default: its own)"
     )
+    parser.add_argument("--charges", type=int, help="calls per charge_cost round (default 20,000)")
     args = parser.parse_args(argv)
-    quick = {"seconds": 4.0, "rows": 100_000, "rounds": 2}
-    full = {"seconds": 20.0, "rows": 3_000_000, "rounds": 10}
+    quick = {"seconds": 4.0, "rows": 100_000, "rounds": 2, "charges": 2000}
+    full = {"seconds": 20.0, "rows": 3_000_000, "rounds": 10, "charges": 20_000}
     for name, value in (quick if args.quick else full).items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -444,6 +488,8 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
     cores, seconds = args.cores, args.seconds
     head_s = min(HEAD_S, seconds / 4)
+    # First, while nothing else of this benchmark runs.
+    cost_per_charge = charge_cost(args.charges, args.rounds)
     with admin_server(workdir, args.report_interval) as setup:
         setup.put_group("msgs", publishRateInMsgs=args.rate)
         setup.namespace("msgs", "msgs")
@@ -489,6 +535,7 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "accuracy": {"msgs": msgs, "bytes": nbytes, "bar": ACCURACY_BAR},
         "overhead": cost,
         "reporting": reports,
+        "charge_cost": cost_per_charge,
         "meets_bars": meets,
         "method": {
             "reporting": (
@@ -521,6 +568,13 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 "rows/s over the identity's; ratio_of_best compares each side's fastest round, "
                 "cpu_ratio the rows per CPU second of the JVM's process tree (Spark and its "
                 f"Python workers) and the server. Bar: ratio >= {OVERHEAD_BAR:g}."
+            ),
+            "charge_cost": (
+                f"In this process, before Spark starts: a NamespaceQuota whose four dimensions "
+                f"allow {UNWAITED_RATE:g}/s (so that no call waits) and the real Limiter and "
+                f"TokenBuckets behind it; acquire('publish', {CHARGE_ROWS}, {CHARGE_BYTES}) "
+                "called --charges times per round, after one untimed call. Figure: the median "
+                "over --rounds rounds of the microseconds per call. Information, no bar."
             ),
         },
         "config": {

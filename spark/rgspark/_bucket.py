@@ -6,13 +6,10 @@ import math
 import numbers
 import threading
 import time
-from bisect import bisect_right
 from fractions import Fraction
-from itertools import accumulate
-from operator import add
 from typing import Callable
 
-__all__ = ["TokenBucket"]
+__all__ = ["TokenBucket", "check_amount"]
 
 # The balance is an integer count of units, a token being 10**15 of them: 10**9 nanoseconds
 # times 10**6. A rate held in millionths of a token per second then adds a whole number of
@@ -23,17 +20,8 @@ _NS_PER_SECOND = 10**9
 _UNITS_PER_TOKEN = _RATE_STEPS_PER_TOKEN * _NS_PER_SECOND
 
 # PIP-322's resolution: a throttled caller waits until the bucket holds at least this much
-# refill, so that waking up is worth it; and consume() defers at most this long at a time.
+# refill, so that waking up is worth it.
 _RESOLUTION_NS = 16_000_000
-# Near the capacity, consume() records when each amount was taken (see TokenBucket), and
-# folds at least this often so that the records stay few.
-_TIMED_WINDOW_NS = 2_000_000
-
-
-# Float amounts converted before, so that a repeated amount (a fixed cost per message, say)
-# costs one lookup instead of an exact conversion. Bounded: past the bound it starts over.
-_FLOAT_UNITS: dict[float, int] = {}
-_FLOAT_UNITS_MAX = 4096
 
 
 class TokenBucket:
@@ -66,47 +54,19 @@ class TokenBucket:
     ``0.1`` is exactly a tenth); amounts and capacities to 10**-15 of a token. Whole-token
     amounts are exact, and repeated refill never drifts.
 
+    Callers that queue behind each other (`rgspark.Limiter`) take tokens with `reserve`,
+    which returns a ticket, and ask `seconds_until(ticket)` when their share of the debt is
+    repaid: later callers hold later tickets, so they are released later.
+
     `clock` returns monotonic nanoseconds, `time.monotonic_ns` by default; tests inject a
     fake one and never sleep. Every method may be called from any thread.
     """
 
-    # Thread safety. CPython has no compare-and-swap, and the GIL does not make a
-    # read-modify-write of several attributes atomic (free-threaded builds have no GIL at
-    # all), so the balance only ever changes under `_lock`. But consume() is the hot call, and
-    # even an uncontended Lock is a cost it should not pay on every call, so it borrows
-    # PIP-322's idea of deferring work without losing any: consume() only appends what it
-    # took to a list (list.append is atomic, with or without the GIL), and the next call
-    # that takes the lock folds the lists into the balance. Unlike PIP-322 this is
-    # exact, not eventually consistent, in both of consume()'s windows:
-    #
-    # - Before `_fast_until`, the balance cannot reach the capacity even with nothing
-    #   consumed, so refill is not cut and the amounts need no time: a fold subtracts their
-    #   sum (`_pending` in tokens, `_pending_units` for float amounts).
-    # - Near the capacity, up to `_timed_until`, each amount is recorded after its clock
-    #   reading in `_timed` (one extend of both, atomic as an append is), and a fold replays
-    #   them in order, refill cut by the capacity before each, as if every call had been
-    #   applied at once (see `_sync`).
-    #
-    # A fold takes the first `k` items of each list and deletes exactly those, so an append
-    # racing with it lands in the next fold and is never lost; a reading older than the
-    # previous fold counts as taken at that fold, which is still within its call.
-    __slots__ = (
-        "_balance",
-        "_capacity",
-        "_clock",
-        "_credited",
-        "_fast_until",
-        "_last",
-        "_lock",
-        "_pending",
-        "_pending_append",
-        "_pending_units",
-        "_pending_units_append",
-        "_rate",
-        "_timed",
-        "_timed_extend",
-        "_timed_until",
-    )
+    # Thread safety: the balance is read and changed only under `_lock`, on every path. The
+    # GIL does not make a read-modify-write of several attributes atomic (and free-threaded
+    # builds have no GIL), so without the lock two threads could refill from the same
+    # `_last` twice, or both subtract from the same balance and lose a consumption.
+    __slots__ = ("_balance", "_capacity", "_clock", "_credited", "_last", "_lock", "_rate")
 
     def __init__(
         self,
@@ -142,14 +102,9 @@ class TokenBucket:
                 f"{type(self._last).__name__}."
             )
         self._lock = threading.Lock()
-        self._credited = 0  # every unit of refill ever added; orders waiting callers
-        self._pending: list[int] = []
-        self._pending_append = self._pending.append
-        self._pending_units: list[int] = []
-        self._pending_units_append = self._pending_units.append
-        self._timed: list[int] = []  # a clock reading, then an amount in units, and so on
-        self._timed_extend = self._timed.extend
-        self._reopen(self._last)
+        # Every unit of refill ever added: the scale tickets are counted on. It never
+        # goes down, so a ticket once repaid stays repaid.
+        self._credited = 0
 
     @property
     def rate(self) -> float:
@@ -165,38 +120,22 @@ class TokenBucket:
     def tokens(self) -> float:
         """The balance now: negative while in debt."""
         with self._lock:
-            self._reopen(self._sync())
+            self._refill()
             return self._balance / _UNITS_PER_TOKEN
 
     def consume(self, n: float = 1) -> None:
         """Take `n` tokens, even if that drives the balance negative."""
-        if type(n) is int and n >= 0:
-            now = self._clock()
-            if now < self._fast_until:
-                self._pending_append(n)
-            elif now < self._timed_until:
-                self._timed_extend((now, n * _UNITS_PER_TOKEN))
-            else:
-                self._consume_locked(n * _UNITS_PER_TOKEN)
-            return
-        units = _amount_units(n, "n")
-        now = self._clock()
-        if now < self._fast_until:
-            self._pending_units_append(units)
-        elif now < self._timed_until:
-            self._timed_extend((now, units))
-        else:
-            self._consume_locked(units)
+        self._take(_units(n, "n"))
 
     def consume_and_check(self, n: float = 1) -> bool:
         """Take `n` tokens; true while the balance after that is above 0."""
-        units = n * _UNITS_PER_TOKEN if type(n) is int and n >= 0 else _amount_units(n, "n")
-        return self._take(units) > 0
+        balance, _ = self._take(_units(n, "n"))
+        return balance > 0
 
     def contains_tokens(self) -> bool:
         """True while the balance is above 0."""
         with self._lock:
-            self._reopen(self._sync())
+            self._refill()
             return self._balance > 0
 
     def throttling_duration(self, required: float = 1) -> float:
@@ -207,18 +146,17 @@ class TokenBucket:
         """
         units = _units(required, "required")
         with self._lock:
-            self._reopen(self._sync())
+            self._refill()
             if units > self._capacity:
                 raise ValueError(
                     f"required ({required!r}) exceeds the capacity "
                     f"({self._capacity / _UNITS_PER_TOKEN!r}), so the balance can never "
                     f"reach it."
                 )
-            deficit = self._target(units) - self._balance
+            target = max(units, min(self._rate * _RESOLUTION_NS, self._capacity))
+            deficit = target - self._balance
             rate = self._rate
-        if deficit <= 0:
-            return 0.0
-        return _ceil_div(deficit, rate) / _NS_PER_SECOND
+        return _ceil_div(deficit, rate) / _NS_PER_SECOND if deficit > 0 else 0.0
 
     def set_rate(self, rate: float, capacity: float | None = None) -> None:
         """Change the rate, and the capacity (default: one second of the new rate).
@@ -230,166 +168,98 @@ class TokenBucket:
         steps = _rate_steps(rate)
         capacity_units = _capacity_units(capacity, steps)
         with self._lock:
-            now = self._sync()
+            self._refill()
             self._rate = steps
             self._capacity = capacity_units
             self._balance = min(self._balance, capacity_units)
-            self._reopen(now)
+
+    def reserve(self, n: float = 1) -> int:
+        """Take `n` tokens, as `consume` does; return this call's ticket for `seconds_until`.
+
+        The ticket is how much refill, counted since the bucket was made, repays the debt
+        owed up to and including this call, whatever is taken after it.
+        """
+        balance, credited = self._take(_units(n, "n"))
+        return credited - balance  # below what is credited already when not in debt
+
+    def seconds_until(self, ticket: int) -> float:
+        """Seconds until refill reaches `ticket` at the rate now; 0.0 once it has.
+
+        Asked again after a `set_rate`, the answer moves by exactly what the new rate
+        changes: the refill still owed is kept, not the time.
+        """
+        with self._lock:
+            self._refill()
+            owed = ticket - self._credited
+            rate = self._rate
+        return _ceil_div(owed, rate) / _NS_PER_SECOND if owed > 0 else 0.0
 
     def __repr__(self) -> str:
         return f"TokenBucket(rate={self.rate!r}, capacity={self.capacity!r})"
 
-    # The methods below are for Limiter, which charges several buckets and orders the callers
-    # it holds back. A ticket is the value `_credited` must reach for the debt owed up to and
-    # including a caller's own charge to be repaid, whatever is charged after it. Later
-    # callers always hold larger tickets, which makes release first in, first out, and a
-    # rate change while a caller waits moves its release by exactly the right amount.
-
-    def _charge(self, units: int) -> int | None:
-        """Take `units`; the caller's ticket if that leaves the bucket in debt, else None."""
+    def _take(self, units: int) -> tuple[int, int]:
+        """Take `units`; the balance left and the refill credited so far."""
         with self._lock:
-            now = self._sync()
+            self._refill()
             self._balance -= units
-            self._reopen(now)
-            if self._balance >= 0:
-                return None
-            return self._credited - self._balance
+            return self._balance, self._credited
 
-    def _take(self, units: int) -> int:
-        """Take `units`; the balance left."""
-        lock = self._lock
-        lock.acquire()
-        try:
-            now = self._sync()
-            balance = self._balance = self._balance - units
-            self._reopen(now)
-        finally:
-            lock.release()
-        return balance
-
-    def _ns_until(self, ticket: int) -> int:
-        """Nanoseconds until `ticket` is repaid at the current rate; 0 once it is."""
-        with self._lock:
-            self._reopen(self._sync())
-            remaining = ticket - self._credited
-            if remaining <= 0:
-                return 0
-            return _ceil_div(remaining, self._rate)
-
-    def _consume_locked(self, units: int) -> None:
-        with self._lock:
-            now = self._sync()
-            self._balance -= units
-            self._reopen(now)
-
-    # The helpers below are called with the lock held.
-
-    def _sync(self) -> int:
-        """Fold what consume() recorded into the balance, then add refill up to now."""
+    def _refill(self) -> None:
+        """Add the refill since the last call, capped at the capacity. The lock is held."""
         now = self._clock()
-        balance = self._balance
-        last = self._last
-        rate = self._rate
-        capacity = self._capacity
-        # Amounts taken before `_fast_until` came from a balance that could not reach the
-        # capacity before then: taking them at `last` gives the same balance at any later
-        # time, and cuts no refill that taking them later would not.
-        taken = 0
-        pending = self._pending
-        count = len(pending)
-        if count:
-            taken = sum(pending[:count]) * _UNITS_PER_TOKEN
-            del pending[:count]
-        pending = self._pending_units
-        count = len(pending)
-        if count:
-            taken += sum(pending[:count])
-            del pending[:count]
-        timed = self._timed
-        count = len(timed)
-        if count:
-            amounts = timed[1:count:2]
-            # Replayed in the order they were appended, each no earlier than the one before.
-            times = list(accumulate(timed[0:count:2], max, initial=last))
-            del timed[:count]
-            now = max(now, times[-1])
-            start = balance - taken
-            total = sum(amounts)
-            taken += total
-            end = start + (now - last) * rate - total
-            if start + (times[-1] - last) * rate > capacity:
-                # The capacity may have cut refill before some record j: then the balance
-                # now is at most capacity + rate * (now - t_j) - (amounts from j on), and it
-                # is the least of those bounds and the uncut one (a min-plus recurrence).
-                # Only records less than total / rate old can make that bound the least.
-                first = bisect_right(times, now - _ceil_div(total, rate), 1) - 1
-                if first < len(amounts):
-                    suffix = list(accumulate(reversed(amounts[first:])))
-                    suffix.reverse()
-                    latest = max(map(add, map(rate.__mul__, times[first + 1 :]), suffix))
-                    end = min(end, capacity + rate * now - latest)
-        else:
-            end = balance - taken + max(now - last, 0) * rate
-        end = min(end, capacity)
-        # Refill added: the balance's change plus what was taken.
-        self._credited += end - balance + taken
-        self._balance = end
-        if now > last:
+        if now > self._last:  # a clock that stands still, or steps back, adds nothing
+            # The balance never exceeds the capacity, so the cap cannot lower it.
+            balance = min(self._balance + (now - self._last) * self._rate, self._capacity)
+            self._credited += balance - self._balance
+            self._balance = balance
             self._last = now
-        return now
 
-    def _reopen(self, now: int) -> None:
-        """Let consume() skip the lock: without times until the balance could reach the
-        capacity, then with them for a while."""
-        headroom = self._capacity - self._balance
-        fast_until = now + min(_RESOLUTION_NS, headroom // self._rate) if headroom > 0 else now
-        self._fast_until = fast_until
-        self._timed_until = max(fast_until, now + _TIMED_WINDOW_NS)
 
-    def _target(self, required: int) -> int:
-        return max(required, min(self._rate * _RESOLUTION_NS, self._capacity))
+def check_amount(value: object, name: str) -> None:
+    """Raise as `TokenBucket.consume` would for `value`, naming it `name`: an amount of
+    tokens is a finite real number, not negative (and not a bool)."""
+    _units(value, name)
 
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _real(value: object, name: str) -> Fraction:
-    """`value` as an exact fraction, if it is a finite real number (and not a bool)."""
+def _ratio(value: object, name: str) -> tuple[int, int]:
+    """`value` as an exact ratio of integers (the denominator positive), if it is a finite
+    real number and not a bool."""
+    if type(value) is float and math.isfinite(value):
+        return value.as_integer_ratio()  # exact, and far cheaper than a Fraction
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, not {type(value).__name__}.")
     if not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, not {value!r}.")
-    if isinstance(value, (numbers.Rational, float)):
-        return Fraction(value)
-    return Fraction(float(value))
+    exact = Fraction(value if isinstance(value, (numbers.Rational, float)) else float(value))
+    return exact.numerator, exact.denominator
+
+
+def _round_div(a: int, b: int) -> int:
+    """``a / b`` (``b > 0``) rounded to the nearest integer, ties to even, as `round` does."""
+    quotient, remainder = divmod(a, b)
+    if 2 * remainder > b or (2 * remainder == b and quotient % 2):
+        quotient += 1
+    return quotient
 
 
 def _units(value: object, name: str, *, allow_negative: bool = False) -> int:
     """A number of tokens as units of the balance, refusing negative amounts."""
-    exact: int | Fraction = value if type(value) is int else _real(value, name)
-    if exact < 0 and not allow_negative:
+    numerator, denominator = (value, 1) if type(value) is int else _ratio(value, name)
+    if numerator < 0 and not allow_negative:
         raise ValueError(f"{name} must not be negative, but it is {value!r}.")
-    units = round(exact * _UNITS_PER_TOKEN)
-    if type(value) is float and exact >= 0:
-        if len(_FLOAT_UNITS) >= _FLOAT_UNITS_MAX:
-            _FLOAT_UNITS.clear()
-        _FLOAT_UNITS[value] = units
-    return units
-
-
-def _amount_units(value: object, name: str) -> int:
-    """`_units` of an amount, a float one found in the table of those converted before."""
-    units = _FLOAT_UNITS.get(value) if type(value) is float else None
-    return _units(value, name) if units is None else units
+    return _round_div(numerator * _UNITS_PER_TOKEN, denominator)
 
 
 def _rate_steps(rate: object) -> int:
     """A rate as millionths of a token per second, which is also units per nanosecond."""
-    exact = _real(rate, "rate")
-    if exact <= 0:
+    numerator, denominator = _ratio(rate, "rate")
+    if numerator <= 0:
         raise ValueError(f"rate must be above 0 tokens per second, but it is {rate!r}.")
-    steps = round(exact * _RATE_STEPS_PER_TOKEN)
+    steps = _round_div(numerator * _RATE_STEPS_PER_TOKEN, denominator)
     if steps == 0:
         raise ValueError(
             f"rate ({rate!r}) is below the smallest rate a TokenBucket resolves, "

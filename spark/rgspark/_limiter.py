@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Callable, Union
 
-from ._bucket import _UNITS_PER_TOKEN, TokenBucket, _amount_units, _ceil_div
+from ._bucket import TokenBucket, check_amount
 
 __all__ = ["Charges", "Limiter", "Reservation"]
 
@@ -29,7 +29,8 @@ class Reservation:
 
     def remaining(self) -> float:
         """Seconds until every bucket charged is clear for this caller; 0.0 once it is."""
-        return _wait_ns(self._tickets) / 1e9
+        # The caller waits for its slowest bucket.
+        return max((bucket.seconds_until(ticket) for bucket, ticket in self._tickets), default=0.0)
 
 
 class Limiter:
@@ -41,12 +42,14 @@ class Limiter:
     wait that follows is what holds the long-run rate to each bucket's rate.
 
     A bucket is clear for a caller once refill has repaid the debt charged to it up to and
-    including that caller. What later callers charge does not hold an earlier one back, and
-    a newcomer finds the debt of everyone before it, so a caller that charged earlier is
-    always released earlier: waiting callers leave in the order they came, and a thread that
-    comes back for more queues behind the others, so none starves. Each caller sleeps once,
-    until its own turn, rather than polling; the wait is re-evaluated after every sleep, so
-    a rate change while a caller waits takes effect.
+    including that caller: `TokenBucket.reserve` takes the caller's amount and returns that
+    point as a ticket, and `TokenBucket.seconds_until` says when refill reaches it. What
+    later callers charge does not hold an earlier one back, and a newcomer finds the debt
+    of everyone before it, so a caller that charged earlier is always released earlier:
+    waiting callers leave in the order they came, and a thread that comes back for more
+    queues behind the others, so none starves. Each caller sleeps once, until its own turn,
+    rather than polling; the wait is re-evaluated after every sleep, so a rate change while
+    a caller waits takes effect.
 
     Four ways to wait:
 
@@ -84,24 +87,13 @@ class Limiter:
 
     def charge(self, charges: Charges) -> float:
         """Charge every bucket; return the seconds to wait before going on (0.0 if none)."""
-        # `reserve(charges).remaining()` in one step: right after its charge, a caller's
-        # ticket is repaid once the bucket's debt is, so no ticket is needed.
-        checked = _checked(charges)
-        wait_ns = 0
-        lock = self._lock
-        lock.acquire()
-        try:
-            for bucket, units in checked:
-                balance = bucket._take(units)
-                if balance < 0:
-                    wait_ns = max(wait_ns, _ceil_div(-balance, bucket._rate))
-        finally:
-            lock.release()
-        return wait_ns / 1e9
+        return self.reserve(charges).remaining()
 
     def reserve(self, charges: Charges) -> Reservation:
         """Charge every bucket; the reservation says how long to wait, when asked."""
-        return Reservation(self._charge(charges))
+        checked = _checked(charges)
+        with self._lock:
+            return Reservation([(bucket, bucket.reserve(amount)) for bucket, amount in checked])
 
     def acquire(self, charges: Charges) -> float:
         """Charge every bucket, then sleep until all are clear; return the seconds slept."""
@@ -136,35 +128,17 @@ class Limiter:
             return min(seconds, self._max_sleep_s)
         return seconds
 
-    def _charge(self, charges: Charges) -> _Tickets:
-        checked = _checked(charges)
-        tickets: _Tickets = []
-        with self._lock:
-            for bucket, units in checked:
-                ticket = bucket._charge(units)
-                if ticket is not None:
-                    tickets.append((bucket, ticket))
-        return tickets
 
-
-def _checked(charges: Charges) -> list[tuple[TokenBucket, int]]:
-    """Every bucket and amount in units, all checked before any bucket is charged, so that a
-    bad one charges nothing."""
-    pairs = charges.items() if type(charges) is dict or isinstance(charges, Mapping) else charges
-    checked: list[tuple[TokenBucket, int]] = []
-    for bucket, amount in pairs:
-        if type(bucket) is not TokenBucket and not isinstance(bucket, TokenBucket):
+def _checked(charges: Charges) -> list[tuple[TokenBucket, float]]:
+    """Every bucket and amount, all checked before any bucket is charged, so that a bad one
+    charges nothing."""
+    pairs = charges.items() if isinstance(charges, Mapping) else charges
+    checked = list(pairs)
+    for bucket, amount in checked:
+        if not isinstance(bucket, TokenBucket):
             raise TypeError(
                 f"charges must map TokenBucket objects to amounts, but one key is a "
                 f"{type(bucket).__name__}."
             )
-        if type(amount) is int and amount >= 0:
-            checked.append((bucket, amount * _UNITS_PER_TOKEN))
-        else:
-            checked.append((bucket, _amount_units(amount, "the amount charged to a bucket")))
+        check_amount(amount, "the amount charged to a bucket")
     return checked
-
-
-def _wait_ns(tickets: _Tickets) -> int:
-    """Nanoseconds until every ticket is repaid: the caller waits for its slowest bucket."""
-    return max((bucket._ns_until(ticket) for bucket, ticket in tickets), default=0)

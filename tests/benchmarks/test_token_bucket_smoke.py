@@ -33,7 +33,6 @@ def test_token_bucket_benchmark_smoke() -> None:
     ratios = [p["ratio"] for p in paths]
     assert ratios == sorted(ratios)
     assert report["worst"]["ratio"] == ratios[0]
-    assert report["bar"]["met"] == (ratios[0] >= report["bar"]["ratio_vs_peer"])
     assert set(report["other_peers"]["ratio_ours_to_peer"]) == set(OTHER_PEERS)
     figures = [
         *ratios,

@@ -106,6 +106,45 @@ class TestThrottlingDuration:
             bucket.throttling_duration(101)
 
 
+class TestTickets:
+    def test_a_ticket_is_repaid_when_the_debt_up_to_its_call_is(
+        self, clock: FakeMonotonicClock
+    ) -> None:
+        bucket = TokenBucket(10, capacity=10, initial_tokens=0, clock=clock)
+        first = bucket.reserve(5)
+        second = bucket.reserve(5)
+        assert bucket.seconds_until(first) == 0.5
+        assert bucket.seconds_until(second) == 1.0
+        clock.advance(0.5)
+        assert bucket.seconds_until(first) == 0.0
+        assert bucket.seconds_until(second) == 0.5
+        # Taking more later does not hold an earlier ticket back.
+        bucket.consume(100)
+        assert bucket.seconds_until(second) == 0.5
+        clock.advance(60)  # once repaid, a ticket stays repaid, whatever the balance did
+        bucket.consume(1000)
+        assert bucket.seconds_until(first) == bucket.seconds_until(second) == 0.0
+
+    def test_a_call_that_leaves_no_debt_waits_for_nothing(self, clock: FakeMonotonicClock) -> None:
+        bucket = TokenBucket(10, capacity=10, clock=clock)
+        assert bucket.seconds_until(bucket.reserve(10)) == 0.0
+        assert bucket.tokens == 0
+        assert bucket.seconds_until(bucket.reserve(0.5)) == 0.05
+
+    def test_a_rate_change_moves_the_refill_still_owed(self, clock: FakeMonotonicClock) -> None:
+        bucket = TokenBucket(10, capacity=100, initial_tokens=0, clock=clock)
+        ticket = bucket.reserve(20)
+        clock.advance(1)
+        bucket.set_rate(20)
+        assert bucket.seconds_until(ticket) == 0.5
+
+    def test_reserve_refuses_bad_amounts_and_takes_nothing(self, clock: FakeMonotonicClock) -> None:
+        bucket = TokenBucket(10, clock=clock)
+        with pytest.raises(ValueError, match=r"n must not be negative"):
+            bucket.reserve(-1)
+        assert bucket.tokens == 10
+
+
 def test_balance_stays_exact_over_100000_steps(clock: FakeMonotonicClock) -> None:
     bucket = TokenBucket(1000, clock=clock)
     for _ in range(100_000):
@@ -236,9 +275,8 @@ class _Model:
 def test_matches_the_exact_model_call_by_call(
     clock: FakeMonotonicClock, rate: int, capacity: int
 ) -> None:
-    # consume() may fold its amounts into the balance later than it is called; the balance
-    # must come out exactly as if every call had been applied at once, near the capacity
-    # (where refill is cut) and far below it alike.
+    # The balance must come out exactly as the specification says after any sequence of
+    # calls, near the capacity (where refill is cut) and far below it alike.
     rng = random.Random(322)
     bucket = TokenBucket(rate, capacity=capacity, clock=clock)
     model = _Model(Fraction(rate), Fraction(capacity), clock.now_ns)
@@ -299,11 +337,13 @@ def test_eight_threads_lose_no_consumption() -> None:
     def hammer(index: int) -> None:
         barrier.wait()
         for i in range(calls):
-            # Mix the lock-free path with the locked ones, which fold what it deferred.
+            # Every path that takes tokens, int and float amounts, racing each other.
             if index == 0 and i % 5 == 0:
                 bucket.consume_and_check(1)
             elif index == 1 and i % 5 == 0:
                 bucket.consume(1.0)
+            elif index == 2 and i % 5 == 0:
+                bucket.reserve(1)
             else:
                 bucket.consume(1)
 
