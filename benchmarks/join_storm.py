@@ -79,14 +79,16 @@ try:
     from rgspark._admin import answer_of, throttle_time_s
     from rgspark._exceptions import AdminServerError, ServerUnreachableError
     from rgspark._quota import NamespaceQuota
-    from rgspark._reporter import MAX_BACKOFF_S, MAX_WATCHED_GROUPS, WATCH_S, Reporter
+    from rgspark._reporter import MAX_WATCHED_GROUPS, WATCH_S, Reporter
+    from rgspark._schedule import MAX_BACKOFF_S
 except ImportError:  # a source checkout where the package is not installed
     sys.modules.pop("rgspark", None)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "spark"))
     from rgspark._admin import answer_of, throttle_time_s
     from rgspark._exceptions import AdminServerError, ServerUnreachableError
     from rgspark._quota import NamespaceQuota
-    from rgspark._reporter import MAX_BACKOFF_S, MAX_WATCHED_GROUPS, WATCH_S, Reporter
+    from rgspark._reporter import MAX_WATCHED_GROUPS, WATCH_S, Reporter
+    from rgspark._schedule import MAX_BACKOFF_S
 
 DEFAULT_DATABASE = "postgresql://postgres@127.0.0.1:5432/postgres"
 SUPERUSER = "admin"

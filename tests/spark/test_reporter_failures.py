@@ -14,7 +14,8 @@ import pytest
 
 from rgspark._admin import AdminClient
 from rgspark._quota import NamespaceQuota
-from rgspark._reporter import Nudge, Reporter
+from rgspark._reporter import Reporter
+from rgspark._schedule import Nudge
 from tests.factories import FakeClock
 from tests.spark.conftest import FakeMonotonicClock
 from tests.spark.test_reporter_wire import Failure, MockServer, advance, next_report

@@ -10,7 +10,8 @@ import pytest
 
 from rgspark._admin import ReportShed, answer_of
 from rgspark._exceptions import UnexpectedResponseError
-from rgspark._reporter import UNCOUNTED_RATE, State
+from rgspark._reporter import UNCOUNTED_RATE
+from rgspark._schedule import State
 from rgspark.wire import KEPT_HEADER
 from tests.factories import FakeClock
 from tests.spark.conftest import FakeMonotonicClock
