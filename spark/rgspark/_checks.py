@@ -6,6 +6,9 @@ executors, with the job's token: the executors' Python, what it can import and t
 they sit on are often not the driver's. Each failure is raised on the driver as one line
 that says what to do, without the JVM's trace. `ensure_checked` is what `throttle` calls:
 the executors' check, once per Spark application and client.
+
+The checks take the client as a `CheckedClient`, the few settings they read, so that this
+module needs nothing of `rgspark._client` (which calls it) and the two form no import cycle.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import logging
 import re
 import sys
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from ._admin import AdminClient
+from ._conf import NoPolicy
 from ._exceptions import (
     AdminServerError,
     AuthenticationError,
@@ -31,9 +36,7 @@ from ._exceptions import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from ._client import ResourceGroupClient
-
-__all__ = ["check_driver", "check_executors", "ensure_checked", "explain"]
+__all__ = ["CheckedClient", "check_driver", "check_executors", "ensure_checked", "explain"]
 
 logger = logging.getLogger("rgspark")
 
@@ -62,7 +65,26 @@ _SETUP_ERRORS = (AuthenticationError, PermissionDeniedError, NamespaceNotFoundEr
 _checked: dict[tuple[str, str, str, str, str | None], AdminServerError | None] = {}
 
 
-def check_driver(client: ResourceGroupClient) -> dict[str, Any]:
+class CheckedClient(Protocol):
+    """What the checks read of a `ResourceGroupClient`: its settings, and an admin client
+    for the driver's calls."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def token(self) -> str | None: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def on_no_policy(self) -> NoPolicy: ...
+    def admin(self) -> AdminClient: ...
+
+
+def check_driver(client: CheckedClient) -> dict[str, Any]:
     """The namespace's policy, as the driver gets it; one-line errors."""
     admin = client.admin()
     try:
@@ -73,7 +95,7 @@ def check_driver(client: ResourceGroupClient) -> dict[str, Any]:
         admin.close()
 
 
-def check_executors(client: ResourceGroupClient, spark: SparkSession) -> dict[str, Any]:
+def check_executors(client: CheckedClient, spark: SparkSession) -> dict[str, Any]:
     """The namespace's policy, as the executors get it; raises, in one line, when they
     cannot run Python tasks, import rgspark or PyArrow, or get it."""
     found = _run_probe(client, spark)
@@ -98,7 +120,7 @@ def check_executors(client: ResourceGroupClient, spark: SparkSession) -> dict[st
     return policy
 
 
-def ensure_checked(client: ResourceGroupClient, spark: SparkSession) -> None:
+def ensure_checked(client: CheckedClient, spark: SparkSession) -> None:
     """The executors' check, once per Spark application and client (url, tenant,
     namespace, token); later calls cost a dict lookup.
 
@@ -138,7 +160,7 @@ def ensure_checked(client: ResourceGroupClient, spark: SparkSession) -> None:
     _checked[key] = None
 
 
-def _fatal(client: ResourceGroupClient, exc: AdminServerError) -> bool:
+def _fatal(client: CheckedClient, exc: AdminServerError) -> bool:
     """Whether the workers would fail on `exc` too: then the check fails, only sooner."""
     mode = client.on_no_policy
     return mode == "fail" or (mode == "block" and isinstance(exc, _SETUP_ERRORS))
@@ -146,7 +168,7 @@ def _fatal(client: ResourceGroupClient, exc: AdminServerError) -> bool:
 
 def explain(
     exc: AdminServerError,
-    client: ResourceGroupClient,
+    client: CheckedClient,
     *,
     detail: str,
     executor: str | None = None,
@@ -212,7 +234,7 @@ def _import_advice(error: str, where: str) -> str:
     )
 
 
-def _run_probe(client: ResourceGroupClient, spark: SparkSession) -> list[dict[str, Any]]:
+def _run_probe(client: CheckedClient, spark: SparkSession) -> list[dict[str, Any]]:
     context = spark.sparkContext
     tasks = max(1, min(context.defaultParallelism, MAX_PROBE_TASKS))
     probe = _probe(client.url, client.tenant, client.namespace, client.token, client.timeout_s)

@@ -6,14 +6,12 @@ import atexit
 import logging
 import threading
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from ._admin import AdminClient
 from ._checks import check_driver, check_executors
-from ._conf import options_from, rename
+from ._conf import NoPolicy, options_from, rename
 from ._exceptions import (
-    AdminServerError,
     AuthenticationError,
     ConfigurationError,
     NamespaceNotFoundError,
@@ -25,14 +23,21 @@ from ._reporter import Reporter
 from .wire import DIMENSIONS, UNLIMITED_ALLOCATION
 
 if TYPE_CHECKING:
+    import httpx
     from pyspark.sql import SparkSession
 
 __all__ = ["ResourceGroupClient"]
 
 logger = logging.getLogger("rgspark")
 
-NoPolicy = Union[str, Mapping[str, float]]
 _NO_POLICY_MODES = ("fail", "block", "unlimited")
+# Waits between a worker's first tries while the server does not answer: the first short,
+# so that a server starting with the job is seen soon; the longest short enough that a job
+# blocked on it starts within seconds of it coming back.
+_FIRST_RETRY_S = 0.5
+_MAX_RETRY_S = 10.0
+# Failures of a first report that waiting for the server will not fix.
+_SETUP_ERRORS = (AuthenticationError, PermissionDeniedError, NamespaceNotFoundError)
 
 
 class ResourceGroupClient:
@@ -47,18 +52,27 @@ class ResourceGroupClient:
     Options:
 
     - ``on_no_policy``: what a worker does while it has never received an allocation (the
-      server is unreachable when it starts). ``"fail"`` (default): raise
-      `PolicyUnavailableError` after ``startup_timeout_s``; ``"block"``: keep retrying,
-      holding its tasks back; ``"unlimited"``: run unthrottled until the first answer; or a
-      mapping of safe rates per dimension, e.g. ``{"publishMsgs": 100}`` (dimensions not
-      named run unlimited). Once an allocation arrived, an unreachable server never stops a
-      job (fail-static): workers retry with backoff and keep their last allocation while
-      the server last answered less than 3 report intervals ago (it still counts them
-      alive and holding it); after that they hold the last answer's fallback, their fair
-      share of the group (those of all workers add up to its quota at most), until it
-      answers.
+      server is unreachable when it starts). ``"fail"`` (default): retry with backoff, and
+      once ``startup_timeout_s`` has passed without an answer raise
+      `PolicyUnavailableError`, which fails the task; ``"block"``: keep retrying (at
+      least every 10 s), holding its tasks back until the server answers, then run at the
+      allocation; ``"unlimited"``: run unthrottled until the first answer; or a mapping of
+      safe rates per dimension, e.g. ``{"publishMsgs": 100}`` (dimensions not named run
+      unlimited), which each worker process holds until the first answer, so a job
+      running N tasks at once sends up to N times as much. Once an allocation arrived, an
+      unreachable server never stops a job (fail-static): workers retry with backoff and
+      keep their last allocation while the server last answered less than 3 report
+      intervals ago (it still counts them alive and holding it); after that they hold the
+      last answer's fallback, their fair share of the group (those of all workers add up
+      to its quota at most), until it answers. A rejected token, a refused role or a
+      missing namespace fails the task with ``"fail"`` and ``"block"`` alike.
     - ``startup_timeout_s`` (30): how long ``"fail"`` retries first.
     - ``timeout_s`` (10): each request's timeout.
+    - ``transport``: an `httpx.BaseTransport` for the calls made from this process, as
+      httpx's clients take one (``httpx.HTTPTransport(retries=..., uds=..., proxy=...)``,
+      or ``httpx.MockTransport`` in tests). It stays on the driver: the copy pickled to
+      the tasks has none, so workers, and the executors' half of `check`, connect to
+      ``url`` with httpx's default transport.
 
     After an action, ``client.stats["publish"]`` (or ``"dispatch"``) on the driver says how
     many rows and bytes went through and how long tasks were held back.
@@ -76,6 +90,7 @@ class ResourceGroupClient:
         on_no_policy: NoPolicy = "fail",
         startup_timeout_s: float = 30.0,
         timeout_s: float = 10.0,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise ConfigurationError(f"url must be an http:// or https:// URL, not {url!r}")
@@ -103,6 +118,7 @@ class ResourceGroupClient:
         )
         self.startup_timeout_s = startup_timeout_s
         self.timeout_s = timeout_s
+        self.transport = transport
         #: What went through, per kind: `ThrottleStats`, made on the driver by `throttle`.
         self.stats: dict[str, Any] = {}
 
@@ -133,8 +149,16 @@ class ResourceGroupClient:
             f"namespace={self.namespace!r})"
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A transport holds sockets and locks, and serves the process that made it: the
+        # tasks' copies connect to `url` by themselves.
+        return {**self.__dict__, "transport": None}
+
     def admin(self) -> AdminClient:
-        return AdminClient(self.url, token=self.token, timeout=self.timeout_s)
+        """A client of the admin server with this client's token, timeout and transport."""
+        return AdminClient(
+            self.url, token=self.token, timeout=self.timeout_s, transport=self.transport
+        )
 
     def check(self, spark: SparkSession | None = None) -> dict[str, Any]:
         """Fail fast, before any data moves: the server answers, the token is accepted, the
@@ -163,12 +187,15 @@ class ResourceGroupClient:
 
 # Clients built from each Spark application's configuration, by their settings.
 _from_conf: dict[tuple[str, str], ResourceGroupClient] = {}
-_runtimes: dict[tuple[str, str | None, str, str], NamespaceQuota] = {}
+# One runtime per server, token, namespace and transport (always None in a task: the
+# transport stays on the driver).
+_RuntimeKey = tuple[str, "str | None", str, str, "httpx.BaseTransport | None"]
+_runtimes: dict[_RuntimeKey, NamespaceQuota] = {}
 _runtimes_lock = threading.Lock()
 
 
 def _runtime(client: ResourceGroupClient, kind: str) -> NamespaceQuota:
-    key = (client.url, client.token, client.tenant, client.namespace)
+    key = (client.url, client.token, client.tenant, client.namespace, client.transport)
     quota = _runtimes.get(key)
     if quota is None:
         with _runtimes_lock:
@@ -196,25 +223,36 @@ def _start(client: ResourceGroupClient, kind: str) -> NamespaceQuota:
 
 
 def _first_report(reporter: Reporter, client: ResourceGroupClient, *, forever: bool) -> None:
-    """Hold the first task until the server has answered once."""
+    """Hold the first task until the server has answered once: retry with backoff and,
+    unless `forever`, give up once `startup_timeout_s` has passed (the last try at it)."""
     deadline = time.monotonic() + client.startup_timeout_s
-    delay = 0.5
+    delay = _FIRST_RETRY_S
+    tries = 0
     while True:
         try:
             reporter.run_once()
             return
-        except (AuthenticationError, PermissionDeniedError, NamespaceNotFoundError):
+        except _SETUP_ERRORS:
             raise  # waiting will not fix the token, the grants or the namespace
-        except AdminServerError as exc:
-            if not forever and time.monotonic() + delay > deadline:
-                raise PolicyUnavailableError(
-                    f"No allocation from {client.url} for {client.tenant}/{client.namespace} "
-                    f"after {client.startup_timeout_s:.0f} s: {exc}. Fix the server or the "
-                    f"token, or choose another on_no_policy."
-                ) from exc
-            logger.warning("rgspark: waiting for a first allocation (%s)", exc)
-            time.sleep(delay)
-            delay = min(delay * 2, 10.0)
+        except Exception as exc:  # no answer, or one it cannot use: the same to a worker
+            left = deadline - time.monotonic()
+            if not forever and left <= 0:
+                raise no_allocation(client, exc) from exc
+            tries += 1
+            log = logger.warning if tries == 1 else logger.debug
+            log("rgspark: waiting for a first allocation (%s)", exc)
+            time.sleep(delay if forever else min(delay, left))
+            delay = min(delay * 2, _MAX_RETRY_S)
+
+
+def no_allocation(client: ResourceGroupClient, cause: Exception) -> PolicyUnavailableError:
+    """What a worker with ``on_no_policy="fail"`` raises when `startup_timeout_s` passed
+    without an answer: one line, as the README's Troubleshooting quotes it."""
+    return PolicyUnavailableError(
+        f"No allocation from {client.url} for {client.tenant}/{client.namespace} after "
+        f"{client.startup_timeout_s:g} s: {cause}. Fix the server or the token, or choose "
+        "another on_no_policy."
+    )
 
 
 def _try_once(reporter: Reporter) -> None:

@@ -9,11 +9,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 from ._exceptions import ConfigurationError
 
-__all__ = ["KEYS", "PREFIX", "options_from"]
+__all__ = ["KEYS", "PREFIX", "NoPolicy", "options_from"]
+
+#: What ``on_no_policy`` takes: ``"fail"``, ``"block"``, ``"unlimited"``, or safe rates by
+#: dimension (``{"publishMsgs": 100}``).
+NoPolicy = Union[str, Mapping[str, float]]
 
 PREFIX = "spark.rgspark."
 #: Each key (after the prefix) and the `ResourceGroupClient` option it sets.
