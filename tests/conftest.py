@@ -158,21 +158,23 @@ def unchanged(engine: Engine) -> Callable[[], Any]:
 
 
 @contextmanager
-def serve(app: FastAPI) -> Iterator[str]:
-    """The app on a real HTTP port, in a background thread; yields its base URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,  # as `rgadmin serve`: see there
-        )
+def serve(
+    app: FastAPI,
+    *,
+    port: int | None = None,
+    uds: str | None = None,
+    graceful_s: float = GRACEFUL_SHUTDOWN_S,  # as `rgadmin serve`: see there
+) -> Iterator[str]:
+    """The app on a real HTTP port (``port``, or a free one) or a Unix socket (``uds``), in a
+    background thread; yields its base URL. It stops when the block ends, within
+    ``graceful_s`` (0: at once, closing the connections it holds, long polls among them)."""
+    where: dict[str, Any] = {"uds": uds} if uds else {"host": "127.0.0.1", "port": port}
+    if not uds and port is None:
+        where["port"] = free_port()
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, timeout_graceful_shutdown=graceful_s, **where
     )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -181,10 +183,17 @@ def serve(app: FastAPI) -> Iterator[str]:
             raise RuntimeError("the test server did not start")
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield "http://localhost" if uds else f"http://127.0.0.1:{where['port']}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 @pytest.fixture

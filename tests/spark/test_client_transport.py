@@ -9,22 +9,17 @@ can reach the server.
 from __future__ import annotations
 
 import pickle
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
 from app.auth import create_token, generate_secret_key
 from app.db import upgrade_schema
 from rgspark import ResourceGroupClient, ServerUnreachableError, throttle
-from tests.conftest import SUPERUSER, make_settings
+from tests.conftest import SUPERUSER, make_settings, serve
 from tests.factories import create_group, create_namespace, create_tenant, running_app
 
 if TYPE_CHECKING:
@@ -34,24 +29,6 @@ if TYPE_CHECKING:
 
 # `.invalid` never resolves (RFC 2606): a request that reaches the server went by the socket.
 NOWHERE = "http://rg.invalid"
-
-
-@contextmanager
-def serving(app: FastAPI, **where: Any) -> Iterator[None]:
-    """`app` listening where uvicorn's `where` options say (``uds=``, or ``host=`` and
-    ``port=``), in a background thread."""
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **where))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -65,7 +42,7 @@ def socket_server(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     superuser = create_token(subject=SUPERUSER, secret_key=secret_key)
     with (
         running_app(make_settings(database_url, secret_key)) as app,
-        serving(app, uds=str(sock)),
+        serve(app, uds=str(sock)),
         httpx.Client(
             base_url=NOWHERE,
             transport=httpx.HTTPTransport(uds=str(sock)),

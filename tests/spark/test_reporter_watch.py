@@ -5,18 +5,12 @@ Real time, with margins."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
 from app.auth import create_token, generate_secret_key
 from app.config import Settings
@@ -25,39 +19,11 @@ from rgspark._admin import AdminClient
 from rgspark._exceptions import AdminServerError
 from rgspark._quota import NamespaceQuota
 from rgspark._reporter import Reporter
-from tests.conftest import SUPERUSER, make_settings
+from tests.conftest import SUPERUSER, free_port, make_settings, serve
 from tests.factories import create_group, create_namespace, create_tenant, running_app
 
 INTERVAL_S = 0.2  # the report interval: the watcher's backoff doubles from twice this
 DOWN_S = 3.0
-
-
-@contextmanager
-def serve_on(app: FastAPI, port: int) -> Iterator[str]:
-    """The app on `port` in a background thread, until the block ends: then it stops at
-    once, closing the connections it holds (a long poll among them)."""
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=0
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class Polls:
@@ -138,7 +104,7 @@ def test_the_watcher_backs_off_while_the_server_is_down_and_watches_again(
 def watch_through_a_restart(
     settings: Settings, port: int, superuser: dict[str, str], reporter: Pushed, polls: Polls
 ) -> None:
-    with running_app(settings) as app, serve_on(app, port) as url:
+    with running_app(settings) as app, serve(app, port=port, graceful_s=0) as url:
         with httpx.Client(base_url=url, headers=superuser) as admin:
             create_group(admin, "rg", publishRateInMsgs=1000)
             create_tenant(admin, "t")
@@ -152,7 +118,7 @@ def watch_through_a_restart(
     # Backoffs of 0.4, 0.8, 1.6 s: the poll the server cut and 3 more. A watcher that spins
     # makes thousands in this time.
     assert 2 <= polls.failed(down, down + DOWN_S) <= 6, polls.ended
-    with running_app(settings) as app, serve_on(app, port) as url:
+    with running_app(settings) as app, serve(app, port=port, graceful_s=0) as url:
         up = time.monotonic()
         # Its next try, within the backoff then (3.2 s) or the one after, waits for a change.
         wait_until(lambda: polls.count(up, time.monotonic()) >= 1, 10, "a poll")
