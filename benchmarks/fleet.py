@@ -232,6 +232,8 @@ class RoundRobinTransport(httpx.BaseTransport):
         # Plain HTTP: no TLS context to build, which would cost each new runtime ~35 ms of
         # CPU under the GIL and hold back the others joining with it.
         self._pools = [httpx.HTTPTransport(verify=False) for _ in servers.ports]
+        #: Set as its reporter closes, which cuts the watcher's long poll on purpose.
+        self.closing = False
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         index = next(self._turn) % len(self._servers.ports)
@@ -242,7 +244,8 @@ class RoundRobinTransport(httpx.BaseTransport):
         try:
             response = self._pools[index].handle_request(request)
         except httpx.TransportError as exc:
-            self._servers.record(request, type(exc).__name__)
+            if not (self.closing and request.url.path == "/quota/v1/changes"):
+                self._servers.record(request, type(exc).__name__)
             raise
         self._servers.record(request, response.status_code)
         return response
@@ -381,11 +384,12 @@ class _Runtime:
             # As `rgspark._client._start` starts a worker's runtime, on the round-robin.
             quota = NamespaceQuota(TENANT, self.member.namespace, sleep=self._sleep)
             quota.use(KIND)
+            transport = RoundRobinTransport(servers)
             admin = AdminClient(
                 f"http://{HOST}:{servers.ports[0]}",
                 token=token,
                 timeout=REQUEST_TIMEOUT_S,
-                transport=RoundRobinTransport(servers),
+                transport=transport,
             )
             reporter = Reporter(admin, [quota], reporter_id=self.reporter_id)
             self._first_answer(reporter)
@@ -400,6 +404,7 @@ class _Runtime:
             self.errors.append(f"reporter {self.member.id}: {exc!r}")
         finally:
             if reporter is not None:
+                transport.closing = True
                 try:
                     reporter.close()  # joins its thread, then releases the shares at once
                 except Exception as exc:

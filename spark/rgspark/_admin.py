@@ -47,7 +47,7 @@ that answered the last one and remembers the worker (a new connection may reach 
 class AdminClient:
     """A thin client of ``/quota/v1``; `transport` lets tests plug in ``httpx.MockTransport``."""
 
-    __slots__ = ("_http", "_socket", "_transport", "throttle_s")
+    __slots__ = ("_http", "_socket", "throttle_s")
 
     def __init__(
         self,
@@ -70,7 +70,6 @@ class AdminClient:
             else httpx.Limits(max_keepalive_connections=0),
         )
         self._socket: socket.socket | None = None  # of the last connection opened
-        self._transport = transport
         #: The throttle time of the last answer (``X-Throttle-Time-Ms``), in seconds: the
         #: server's request quota asks the caller to wait that long before calling again.
         self.throttle_s = 0.0
@@ -113,10 +112,7 @@ class AdminClient:
         """Another client of the same server with the same token, for a thread that holds
         `changes`: its answers' throttle times are its own, and `abort` ends its call."""
         twin = AdminClient(
-            str(self._http.base_url),
-            timeout=self._http.timeout.read or 10.0,
-            keep_alive=False,
-            transport=None if self._transport is None else _Borrowed(self._transport),
+            str(self._http.base_url), timeout=self._http.timeout.read or 10.0, keep_alive=False
         )
         twin._http.headers = self._http.headers
         return twin
@@ -166,16 +162,6 @@ class AdminClient:
             ) from exc
         self.throttle_s = throttle_time_s(response)
         return answer_of(response, method, path)
-
-
-class _Borrowed(httpx.BaseTransport):
-    """Another client's transport, which closing this client leaves open for that one."""
-
-    def __init__(self, transport: httpx.BaseTransport) -> None:
-        self._transport = transport
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        return self._transport.handle_request(request)
 
 
 def answer_of(response: httpx.Response, method: str, path: str) -> dict[str, Any]:

@@ -72,7 +72,7 @@ class ResourceGroupClient:
       httpx's clients take one (``httpx.HTTPTransport(retries=..., uds=..., proxy=...)``,
       or ``httpx.MockTransport`` in tests). It stays on the driver: the copy pickled to
       the tasks has none, so workers, and the executors' half of `check`, connect to
-      ``url`` with httpx's default transport.
+      ``url`` with httpx's default transport; so does a runtime's long poll on changes.
 
     After an action, ``client.stats["publish"]`` (or ``"dispatch"``) on the driver says how
     many rows and bytes went through and how long tasks were held back.

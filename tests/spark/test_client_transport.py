@@ -71,30 +71,6 @@ def test_the_drivers_calls_go_through_the_transport(socket_server: tuple[Path, s
         ResourceGroupClient(NOWHERE, tenant="t", namespace="ns", token=token, timeout_s=5).check()
 
 
-def test_the_watch_on_changes_goes_through_the_transport_too(
-    socket_server: tuple[Path, str],
-) -> None:
-    """The long poll's client borrows the transport: it reaches the server by the socket,
-    and closing it leaves the transport to the client that lent it."""
-    sock, token = socket_server
-    client = ResourceGroupClient(
-        NOWHERE,
-        tenant="t",
-        namespace="ns",
-        token=token,
-        transport=httpx.HTTPTransport(uds=str(sock)),
-    )
-    admin = client.admin()
-    watcher = admin.watcher()
-
-    generation, _ = watcher.changes(None, {}, wait_s=0)
-    watcher.close()
-
-    assert generation > 0
-    assert admin.policy("t", "ns")["resourceGroup"] == "g"  # the transport still open
-    admin.close()
-
-
 def test_a_pickled_client_leaves_its_transport_behind() -> None:
     transport = httpx.HTTPTransport(retries=2)  # holds an SSL context: not picklable
     client = ResourceGroupClient(
