@@ -32,10 +32,9 @@ from rgspark import (
 from rgspark._client import no_allocation
 from rgspark._quota import NamespaceQuota
 from rgspark._reporter import Reporter
-from tests.conftest import make_settings
+from tests.conftest import make_settings, serve
 from tests.factories import running_app
 from tests.spark.test_checks import closed_port_url
-from tests.spark.test_client_transport import serving
 from tests.spark.test_throttle_spark import bounded, logged_stamps, rate_between, run
 
 if TYPE_CHECKING:
@@ -226,7 +225,7 @@ def restarted(server: RGServer, directory: Path) -> Iterator[None]:
     )
     with (
         running_app(settings) as app,
-        serving(app, host="127.0.0.1", port=urlsplit(server.url).port),
+        serve(app, port=urlsplit(server.url).port),
     ):
         yield
 
