@@ -92,6 +92,8 @@ class _Report:
     kept: bool | None = None
     """Whether its worker is kept alive while it waits (`Keeps`), or not counted alive at
     all; None: not known (no keep ran)."""
+    looked: asyncio.Event | None = None
+    """Set once the keep asked for it ended (None: none was asked)."""
     queued_at: float = field(default_factory=lambda: asyncio.get_running_loop().time())
     answer: asyncio.Future[bytes] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
@@ -122,7 +124,6 @@ class ReportLanes:
         self._draining: set[asyncio.Task[None]] = set()
         self._paces: dict[str, Pace] = {}
         self._keeping: dict[str, list[_Report]] = {}
-        self._keeps: dict[str, asyncio.Task[None]] = {}
 
     async def submit(
         self,
@@ -164,9 +165,7 @@ class ReportLanes:
         clock = asyncio.get_running_loop().time
         try:
             while waiting:
-                keeping = self._keeps.get(namespace)
-                if keeping is not None:  # so that a report shed says whether it was kept
-                    await keeping
+                await self._looked_at(waiting)
                 self._shed(waiting)
                 batch = waiting[:MAX_BATCH]
                 del waiting[:MAX_BATCH]
@@ -207,16 +206,29 @@ class ReportLanes:
         last keep ran, one keep in flight per lane."""
         if self.keep is None:
             return
+        report.looked = asyncio.Event()
         keeping = self._keeping.get(namespace)
         if keeping is not None:
             keeping.append(report)
             return
         self._keeping[namespace] = [report]
-        self._keeps[namespace] = asyncio.create_task(self._keep_all(namespace))
+        task = asyncio.create_task(self._keep_all(namespace))
+        self._draining.add(task)
+        task.add_done_callback(self._draining.discard)
+
+    async def _looked_at(self, waiting: list[_Report]) -> None:
+        """Wait for the keeps of the reports about to be shed, so that each one's 503 says
+        whether its worker was kept: only theirs, not those of reports arriving meanwhile."""
+        oldest = asyncio.get_running_loop().time() - self.max_wait_s
+        for report in waiting:
+            if report.queued_at > oldest:
+                return
+            if report.looked is not None:
+                await report.looked.wait()
 
     async def _keep_all(self, namespace: str) -> None:
         assert self.keep is not None
-        keeping = self._keeping[namespace]
+        keeping, reports = self._keeping[namespace], []
         try:
             while keeping:
                 reports = [report for report in keeping if not report.answer.done()]
@@ -228,10 +240,12 @@ class ReportLanes:
                     )
                     for report in reports:
                         report.kept = report.reporter_id in kept
+                _looked(reports)
         except Exception:  # the database is down, say: those not kept are not known to be
             pass
-        finally:
-            del self._keeping[namespace], self._keeps[namespace]
+        finally:  # those of a failed keep too: the drain waits for none forever
+            _looked(reports + keeping)
+            del self._keeping[namespace]
 
     def _shed(self, waiting: list[_Report]) -> None:
         """Answer the reports that waited too long (the oldest, first in line) with a 503,
@@ -289,6 +303,12 @@ def _store_all(session: Session, batch: list[_Report], pace_s: float) -> list[tu
         answer = report.work(session, pace_s=pace)
         done.append((answer, time.perf_counter() - started))
     return done
+
+
+def _looked(reports: list[_Report]) -> None:
+    for report in reports:
+        if report.looked is not None:
+            report.looked.set()
 
 
 def _fail(batch: list[_Report], error: Exception) -> None:
