@@ -9,8 +9,8 @@ import math
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
-from ._checks import ensure_checked
 from ._client import ResourceGroupClient
+from ._driver import prepare
 from ._exceptions import ConfigurationError
 from ._quota import NamespaceQuota
 from ._stats import ThrottleStats
@@ -18,7 +18,6 @@ from .wire import BURST_S, KINDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark import SparkContext
     from pyspark.sql import DataFrame
 
 __all__ = ["throttle", "throttled_sink"]
@@ -56,12 +55,7 @@ def throttle(
             f"throttle needs a rgspark.ResourceGroupClient, not {type(client).__name__}"
         )
     kind = _check_kind(kind)
-    ensure_checked(client, df.sparkSession)
-    return _throttled(df, client, kind)
-
-
-def _throttled(df: DataFrame, client: ResourceGroupClient, kind: str) -> DataFrame:
-    stats = stats_for(client, kind, df.sparkSession.sparkContext)
+    stats = prepare(client, kind, df.sparkSession)
 
     def limit(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         quota = client.quota(kind)
@@ -116,14 +110,6 @@ def throttled_sink(
             flush()
 
     return run
-
-
-def stats_for(client: ResourceGroupClient, kind: str, context: SparkContext) -> ThrottleStats:
-    """The client's accumulators for `kind`, made on the driver the first time."""
-    if kind not in client.stats:
-        client.stats[kind] = ThrottleStats(context, kind)
-    stats: ThrottleStats = client.stats[kind]
-    return stats
 
 
 def _send(
