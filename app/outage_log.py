@@ -9,6 +9,7 @@ it left out), and one when it ends.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -33,26 +34,33 @@ class OutageLog:
         self.down = False
         self._logged_at = 0.0
         self._left_out = 0
+        # Requests fail and succeed in several threads at once: one of them logs each line.
+        self._lock = threading.Lock()
 
     def failed(self, error: BaseException | None) -> None:
         """Another failure: logged if it starts an outage or `repeat_s` passed since the last
         line; otherwise only counted."""
-        now = self.clock()
-        if self.down and now - self._logged_at < self.repeat_s:
-            self._left_out += 1
-            return
-        left_out = f" ({self._left_out} more since the last line)" if self._left_out else ""
+        with self._lock:
+            now = self.clock()
+            if self.down and now - self._logged_at < self.repeat_s:
+                self._left_out += 1
+                return
+            left_out = f" ({self._left_out} more since the last line)" if self._left_out else ""
+            self.down = True
+            self._logged_at = now
+            self._left_out = 0
         self.logger.warning("%s: %s%s", self.failing, describe(error), left_out)
-        self.down = True
-        self._logged_at = now
-        self._left_out = 0
 
     def succeeded(self) -> None:
         """It worked: logged if that ends an outage."""
-        if self.down:
+        if not self.down:  # the common case: a read of one attribute, no lock
+            return
+        with self._lock:
+            if not self.down:
+                return
             self.down = False
             self._left_out = 0
-            self.logger.warning("%s", self.recovered)
+        self.logger.warning("%s", self.recovered)
 
 
 def describe(error: BaseException | None) -> str:

@@ -41,6 +41,7 @@ import psycopg
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from app.outage_log import OutageLog
 from app.schemas import ResourceGroupRead
 from app.services import resourcegroups
 
@@ -193,6 +194,10 @@ class PostgresGroupCache:
 _GENERATION_SQL = "SELECT coalesce(sum(changes), 0)::bigint FROM admin_changes"
 IDLE_S = 10.0  # the reading thread and its connection go after this long without a lookup
 RETRY_AFTER_FAILURE_S = 1.0  # while the database is away, readings are not even tried
+# Tried once a second through an outage: a line when it starts, a minute, and when it ends.
+_OUTAGE = OutageLog(
+    logger, "read cache off: cannot read the admin generation", "read cache on again"
+)
 
 
 class GenerationWatch:
@@ -261,10 +266,10 @@ class GenerationWatch:
             row = connection.execute(_GENERATION_SQL, prepare=True).fetchone()
             if row is None:  # pragma: no cover - an aggregate always has a row
                 raise psycopg.DataError("no generation")
+            _OUTAGE.succeeded()
             return int(row[0]), connection
         except psycopg.Error as exc:
-            if time.monotonic() - self._failed_at >= RETRY_AFTER_FAILURE_S:
-                logger.warning("read cache off: cannot read the admin generation: %s", exc)
+            _OUTAGE.failed(exc)
             self._failed_at = time.monotonic()
             if connection is not None:
                 connection.close()

@@ -21,19 +21,38 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
 from app.db import begin_write
 from app.errors import ServiceUnavailable
+from app.outage_log import OutageLog
 
-__all__ = ["ATTEMPTS", "WriteConflict", "is_retryable", "looking", "transaction"]
+__all__ = [
+    "ATTEMPTS",
+    "DATABASE_OUTAGE",
+    "WriteConflict",
+    "is_outage",
+    "is_retryable",
+    "looking",
+    "transaction",
+]
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 P = ParamSpec("P")
+
+# While the database is down every request and every upkeep loop fails: one line when that
+# starts, one a minute while it lasts, one when a transaction commits again.
+DATABASE_OUTAGE = OutageLog(
+    logging.getLogger("app.database"), "database unavailable", "database available again"
+)
+# SQLSTATE classes of a database that cannot serve at all: connection exceptions, lack of
+# resources (disk, memory, connections), operator intervention (shutting down, starting up),
+# system errors. Others (a statement too complex, a constraint) are this request's alone.
+OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "53", "57", "58"})
 
 # SQLSTATEs of a transaction aborted for colliding with another: serialization_failure,
 # deadlock_detected. Nothing of it was written, so it can run again.
@@ -83,6 +102,18 @@ def _given_session(
     return lambda session: func(session, *args, **kwargs)
 
 
+def is_outage(exc: DBAPIError) -> bool:
+    """Whether `exc` says the database cannot serve (lost, refusing, shutting down), rather
+    than that this one statement failed. SQLite's operational errors (locked, the file gone)
+    carry no SQLSTATE and count as outages."""
+    if exc.connection_invalidated or isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    return sqlstate is None or sqlstate[:2] in OUTAGE_SQLSTATE_CLASSES
+
+
 def is_retryable(exc: DBAPIError) -> bool:
     """Whether the database aborted the transaction for colliding with another one."""
     return getattr(exc.orig, "sqlstate", None) in RETRYABLE_SQLSTATES
@@ -100,7 +131,7 @@ def _run(sessions: sessionmaker[Session], work: Callable[[Session], T], writes: 
     reconnected = False
     while True:
         try:
-            return _attempt(sessions, work, writes)
+            result = _attempt(sessions, work, writes)
         except _ConnectionLost as lost:
             # The database closed the connection while it sat in the pool (it restarted, or
             # a proxy dropped it idle): nothing was committed, so the work runs once more on
@@ -117,6 +148,9 @@ def _run(sessions: sessionmaker[Session], work: Callable[[Session], T], writes: 
                 raise WriteConflict(CONFLICT_REASON) from exc
             time.sleep(random.uniform(0, BACKOFF_S * 2**attempt))
             attempt += 1
+        else:
+            DATABASE_OUTAGE.succeeded()
+            return result
 
 
 def _attempt(sessions: sessionmaker[Session], work: Callable[[Session], T], writes: bool) -> T:

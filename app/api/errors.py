@@ -10,19 +10,17 @@ from collections.abc import Mapping
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Send
 
 from app.errors import AppError
-from app.outage_log import OutageLog
 from app.schemas import NAME_PATTERN, NAME_RULE, ROLE_PATTERN, ROLE_RULE
 from app.state import state_of
+from app.transactions import DATABASE_OUTAGE, is_outage
 
 logger = logging.getLogger(__name__)
-# Every request fails while the database is down: a line a minute says so, not one each.
-_UNAVAILABLE = OutageLog(logger, "database unavailable", "database available again")
 
 
 def _reason_response(
@@ -127,8 +125,8 @@ def register_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DBAPIError)
     async def database_error(request: Request, exc: DBAPIError) -> JSONResponse:
         state_of(request.app).metrics.database_errors.labels(type(exc).__name__).inc()
-        if exc.connection_invalidated or isinstance(exc, (OperationalError, InterfaceError)):
-            _UNAVAILABLE.failed(exc.orig)
+        if is_outage(exc):
+            DATABASE_OUTAGE.failed(exc.orig)
             return _reason_response(503, "Database unavailable")
         logger.exception("database error")
         return _reason_response(500, "Internal database error")

@@ -169,7 +169,10 @@ async def _upkeep(state: AppState, what: str, func: Any, *args: Any) -> bool:
         await transactions.transaction(state.sessions, func, *args)
     except DBAPIError as error:
         state.metrics.database_errors.labels(type(error).__name__).inc()
-        logger.warning("could not %s: %s", what, type(error).__name__)
+        if transactions.is_outage(error):  # said once for the whole server, not each second
+            transactions.DATABASE_OUTAGE.failed(error.orig)
+        else:
+            logger.warning("could not %s: %s", what, type(error).__name__)
     except AppError as error:  # collided too often with other writers
         logger.warning("could not %s: %s", what, error.reason)
     else:

@@ -73,6 +73,7 @@ from app.models import (
     UsageSample,
     UsageSampling,
 )
+from app.outage_log import OutageLog
 from app.quota.counts import Bucket, UsageCounter
 from app.quota.leases import keep_alive_s
 from app.schemas import (
@@ -325,21 +326,19 @@ async def sample_periodically(
     observe: Callable[[float], None],
 ) -> None:
     """Sample at every moment of the resolution, until cancelled (the app's lifespan);
-    ``observe`` learns how long each sample this process took took."""
+    ``observe`` learns how many seconds each of this process's samples took."""
     resolution_s = settings.usage_history_resolution_seconds
-    failed = False
+    outage = OutageLog(logger, "could not sample usage history", "usage history sampled again")
     while True:
         # Just past the moment: processes that start apart still sample the same moments.
         await asyncio.sleep(resolution_s - clock() % resolution_s + 0.05 * resolution_s)
         started = time.perf_counter()
         try:
             took = await run_in_threadpool(_sample_in_transaction, sessions, clock(), settings)
-            failed = False
         except SQLAlchemyError as exc:
-            if not failed:  # one line per outage, not one per moment
-                logger.warning("could not sample usage history: %s", exc.__class__.__name__)
-            failed = True
+            outage.failed(exc)
         else:
+            outage.succeeded()
             if took:
                 observe(time.perf_counter() - started)
 

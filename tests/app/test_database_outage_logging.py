@@ -1,5 +1,6 @@
 """A real server through a real PostgreSQL outage logs a line when it starts and a line when it
-ends, never a traceback and never a line per request or per second.
+ends, for each part that uses the database, never a traceback and never a line per request or
+per second.
 
 The outage is a TCP relay between the server and PostgreSQL that the test cuts (closing every
 connection and refusing new ones) and restores: the shared PostgreSQL keeps running.
@@ -106,6 +107,8 @@ def test_an_outage_is_two_lines_of_log_per_kind(relay: tuple[Relay, str], tmp_pa
     env = {key: value for key, value in os.environ.items() if not key.startswith("RG_")}
     env["RG_DATABASE_URL"] = database_url
     env["RG_AUTH_TOKEN_SECRET_KEY"] = "data:;base64," + base64.b64encode(SECRET).decode()
+    # Samples of the usage history every second: some fall in the outage, some after it.
+    env["RG_USAGE_HISTORY_RESOLUTION_SECONDS"] = "1"
     port = free_port()
     log = tmp_path / "server.log"
     with log.open("w") as output:
@@ -130,6 +133,8 @@ def test_an_outage_is_two_lines_of_log_per_kind(relay: tuple[Relay, str], tmp_pa
             while time.monotonic() < deadline:
                 statuses.add(client.get("/admin/v2/tenants", headers=role).status_code)
                 statuses.add(client.get("/admin/v2/resourcegroups", headers=admin).status_code)
+                # A group is read through the read cache, which reads the admin generation.
+                statuses.add(client.get("/admin/v2/resourcegroups/g", headers=admin).status_code)
                 statuses.add(client.get("/health").status_code)
                 time.sleep(0.05)
             assert 503 in statuses
@@ -138,6 +143,8 @@ def test_an_outage_is_two_lines_of_log_per_kind(relay: tuple[Relay, str], tmp_pa
             time.sleep(1.2)  # past the quotas' refresh interval: the next request reloads them
             assert client.get("/admin/v2/tenants", headers=role).status_code != 503
             assert client.get("/admin/v2/resourcegroups", headers=admin).status_code == 200
+            assert client.get("/admin/v2/resourcegroups/g", headers=admin).status_code == 404
+            time.sleep(1.2)  # past the next sample of the usage history
     finally:
         server.terminate()
         server.wait(timeout=15)
@@ -152,6 +159,13 @@ def test_an_outage_is_two_lines_of_log_per_kind(relay: tuple[Relay, str], tmp_pa
     assert count("could not reload request quotas") == 1, text
     assert count("request quotas reloaded again") == 1, text
     assert count("database unavailable") == 1, text
+    assert count("database available again") == 1, text
+    # Once a second the read cache tries the admin generation, and fails through the outage.
+    assert count("read cache off") == 1, text
+    assert count("read cache on again") == 1, text
+    assert count("could not sample usage history") == 1, text
+    assert count("usage history sampled again") == 1, text
+    assert count("could not forget silent reporters") == 0, text  # the database's line says it
 
 
 def wait_for(url: str, status: int, timeout_s: float = 30) -> None:

@@ -106,3 +106,34 @@ def test_collisions_without_end_are_a_503_that_says_so(postgresql: FastAPI, engi
     assert "unavailable" not in reason.lower()
     assert attempts == transactions.ATTEMPTS
     assert not group_exists(engine)
+
+
+@pytest.mark.parametrize(
+    ("sqlstate", "status", "reason"),
+    [
+        # This request's statement alone: a server error, not the database's outage.
+        ("statement_too_complex", 500, "Internal database error"),
+        ("check_violation", 500, "Internal database error"),
+        # The database cannot serve anyone.
+        ("admin_shutdown", 503, "Database unavailable"),
+        ("too_many_connections", 503, "Database unavailable"),
+    ],
+)
+def test_only_a_database_that_cannot_serve_is_an_outage(
+    postgresql: FastAPI, sqlstate: str, status: int, reason: str
+) -> None:
+    api = FastAPI()
+    attach(api, state_of(postgresql))
+    register_error_handlers(api)
+
+    @api.post("/write")
+    async def write(request: Request) -> None:
+        await deps.write(request, lambda session: collide(session, sqlstate))
+
+    outage = transactions.DATABASE_OUTAGE
+    try:
+        response = TestClient(api, raise_server_exceptions=False).post("/write")
+        assert (response.status_code, response.json()["reason"]) == (status, reason)
+        assert outage.down is (status == 503)
+    finally:
+        outage.succeeded()
