@@ -9,9 +9,10 @@ from collections.abc import Mapping
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Route
 from starlette.types import Send
 
@@ -21,6 +22,9 @@ from app.state import state_of
 from app.transactions import DATABASE_OUTAGE, is_outage
 
 logger = logging.getLogger(__name__)
+# nginx's "client closed request": the client went away before its request was read whole
+# (a worker killed mid-report). Nobody reads this answer; metrics and the access log count it.
+CLIENT_CLOSED_REQUEST = 499
 
 
 def _reason_response(
@@ -114,8 +118,14 @@ def register_error_handlers(app: FastAPI) -> None:
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         return _reason_response(400, validation_reason(exc))
 
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(_request: Request, _exc: ClientDisconnect) -> Response:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if isinstance(exc.__cause__, ClientDisconnect):  # FastAPI's "error parsing the body"
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
         headers = exc.headers
         allowed = allowed_methods(request) if exc.status_code == 405 else None
         if allowed:
