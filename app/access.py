@@ -63,12 +63,12 @@ def require_group_used_by_tenant(
 
 
 # A tenant admin never lifts a quota: it leaves a namespace without a group of its own (by
-# detaching it, or by deleting it, for it could create it again) only while the tenant's
-# group or the default would cover it. Before the write, and in this order (the order of
-# every checked write, so none waits on another in a cycle): the tenant's row is locked,
-# then the namespace's, then the default's. A concurrent attachment to the namespace, detach
-# from the tenant or change of the default is then either seen by the check or waits until
-# the write has committed.
+# detaching it, or by deleting it, for it could create it again), or creates one without a group
+# beside limited ones, only while the tenant's group or the default would cover it. Before the
+# write, and in this order (the order of every checked write, so none waits on another in a
+# cycle): the tenant's row is locked, then the namespace's, then the default's. A concurrent
+# attachment to the namespace, detach from the tenant or change of the default is then either seen
+# by the check or waits until the write has committed.
 
 
 def require_detach_keeps_a_group(
@@ -96,6 +96,27 @@ def require_delete_keeps_a_group(
             f"Namespace {tenant}/{namespace} has its own ResourceGroup and, created again, would "
             "have none (its tenant has none and there is no default); only superusers may "
             "delete it"
+        )
+
+
+def require_create_is_covered(session: Session, principal: Principal, tenant: str) -> None:
+    """Tenant admins may create a namespace only where it falls under a group (its tenant's
+    or the default) or where none of the tenant's namespaces is limited: otherwise a new
+    name would escape the quota that the tenant's other namespaces are held to."""
+    if principal.is_superuser or attachments.lock_tenant(session, tenant) is not None:
+        return
+    if attachments.get_default(session, lock=True) is not None:
+        return
+    limited = session.scalar(
+        select(Namespace.name)
+        .where(Namespace.tenant == tenant, Namespace.resource_group.is_not(None))
+        .limit(1)
+    )
+    if limited is not None:
+        raise Forbidden(
+            f"A new namespace of tenant {tenant} would have no ResourceGroup while its "
+            f"namespaces have theirs (its tenant has none and there is no default): ask a "
+            f"superuser to create it, or to attach a ResourceGroup to tenant {tenant}"
         )
 
 

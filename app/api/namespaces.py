@@ -114,7 +114,11 @@ def _policies(
 @router.put(
     "/{tenant}/{namespace}",
     status_code=204,
-    responses=responses(BadRequest, Unauthorized, Forbidden, NotFound, Conflict),
+    responses=responses(BadRequest, Unauthorized, NotFound, Conflict)
+    | _forbidden(
+        "creating a namespace that no group would cover (its tenant has none, there is no "
+        "default) while other namespaces of its tenant have a group of their own"
+    ),
 )
 async def create_namespace(
     request: Request,
@@ -128,14 +132,15 @@ async def create_namespace(
 ) -> None:
     """Create a namespace in a tenant."""
     await deps.write(
-        request,
-        as_tenant_admin,
-        principal,
-        tenant,
-        namespaces.create,
-        tenant,
-        namespace,
+        request, as_tenant_admin, principal, tenant, _create, principal, tenant, namespace
     )
+
+
+def _create(
+    session: deps.Session, principal: access.Principal, tenant: str, namespace: str
+) -> None:
+    access.require_create_is_covered(session, principal, tenant)
+    namespaces.create(session, tenant, namespace)
 
 
 @router.delete(

@@ -110,8 +110,9 @@ class TestDeleteAndRecreate:
     def test_a_namespace_without_a_group_of_its_own_may_go(
         self, client: TestClient, admin: dict[str, str]
     ) -> None:
-        # Created again, it falls under what it fell under before: nothing.
-        assert client.put("/admin/v2/namespaces/t/free", headers=admin).status_code == 204
+        # Created again (by whoever may: see TestNewNamespace), it falls under what it fell
+        # under before: nothing.
+        assert client.put("/admin/v2/namespaces/t/free").status_code == 204
         assert client.delete("/admin/v2/namespaces/t/free", headers=admin).status_code == 204
 
     def test_superusers_may(self, client: TestClient) -> None:
@@ -145,6 +146,37 @@ class TestNewNamespace:
             "resourceGroup": "spare",
             "source": "tenant",
         }
+
+    def test_refused_beside_a_limited_namespace_when_nothing_would_cover_it(
+        self, client: TestClient, admin: dict[str, str], auth: Auth
+    ) -> None:
+        response = client.put("/admin/v2/namespaces/t/new", headers=admin)
+        assert reason(response, 403) == (
+            "A new namespace of tenant t would have no ResourceGroup while its namespaces have "
+            "theirs (its tenant has none and there is no default): ask a superuser to create it, "
+            "or to attach a ResourceGroup to tenant t"
+        )
+        assert client.get("/admin/v2/namespaces/t").json() == ["t/ns"]  # nothing written
+        # Nor can a job granted anything there report unlimited: there is no namespace.
+        jobs = client.post(
+            "/quota/v1/reporters/r1/reports",
+            headers=auth("job"),
+            json={"sentAtMs": 0, "intervalMs": 1000, "namespaces": {"t/new": {}}},
+        )
+        assert jobs.status_code in (403, 404)
+
+    def test_allowed_where_no_namespace_of_the_tenant_is_limited(
+        self, client: TestClient, admin: dict[str, str]
+    ) -> None:
+        client.delete(f"{NAMESPACE}/resourcegroup")  # a superuser lifts t/ns's quota
+        assert client.put("/admin/v2/namespaces/t/new", headers=admin).status_code == 204
+        assert applied(client, "/admin/v2/namespaces/t/new") == {
+            "resourceGroup": None,
+            "source": None,
+        }
+
+    def test_superusers_may(self, client: TestClient) -> None:
+        assert client.put("/admin/v2/namespaces/t/new").status_code == 204
 
 
 @pytest.mark.usefixtures("world")
