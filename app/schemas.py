@@ -10,9 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, GetJson
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError, core_schema
 
-NAME_CHARS = r"[A-Za-z0-9_\-=:.]{1,255}"
+# Pulsar's name characters, 1-255 of them, but not "." or "..", which clients that
+# normalise paths (browsers, curl, proxies) turn into another resource. Without lookaround,
+# which neither pydantic's regex engine nor every JSON Schema validator has: a name starts
+# with a character other than "."; or it is "." and such a character; or ".." and more.
+_CHAR = r"[A-Za-z0-9_\-=:.]"
+_NOT_DOT = r"[A-Za-z0-9_\-=:]"
+NAME_CHARS = (
+    f"(?:{_NOT_DOT}{_CHAR}{{0,254}}|\\.{_NOT_DOT}{_CHAR}{{0,253}}|\\.\\.{_CHAR}{{1,253}})"
+)
 NAME_PATTERN = f"^{NAME_CHARS}$"
-NAME_RULE = "1-255 ASCII letters, digits and _-=:."
+NAME_RULE = "1-255 ASCII letters, digits and _-=:., but not . or .."
 
 # Roles are token subjects, not Pulsar names: e-mail-like and non-ASCII subjects are common.
 # The excluded characters are listed one by one, not as `\s`, whose meaning differs between

@@ -5,7 +5,9 @@ import { DIMENSIONS, formatFigure, formatRate, plural } from "../format.js";
 import { poll, refreshInterval } from "../poll.js";
 import { groupState, LEVEL_LABELS } from "../usage.js";
 
-const NAME_PATTERN = "[A-Za-z0-9_=:.\\-]{1,255}";
+// The server's rule (app/schemas.py): 1-255 of these characters, but not "." or "..".
+const NAME_PATTERN =
+  "[A-Za-z0-9_=:\\-][A-Za-z0-9_=:.\\-]{0,254}|\\.[A-Za-z0-9_=:\\-][A-Za-z0-9_=:.\\-]{0,253}|\\.\\.[A-Za-z0-9_=:.\\-]{1,253}";
 
 export function render(root, { session }) {
   const status = notice();
@@ -166,7 +168,7 @@ function createForm(status) {
     placeholder: "new group name",
     required: true,
     pattern: NAME_PATTERN,
-    title: "1-255 letters, digits and _-=:.",
+    title: "1-255 letters, digits and _-=:., but not . or ..",
     "aria-label": "New group name",
   });
   return h(
