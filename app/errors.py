@@ -4,7 +4,8 @@ as Pulsar's ``{"reason": ...}`` body (`app.api.errors`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from types import MappingProxyType
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -16,16 +17,18 @@ class AppError(Exception):
     says it once, as its ``reason``, and is raised without one."""
 
     status_code = 500
-    headers: ClassVar[Mapping[str, str] | None] = None
+    #: The answer's headers: a subclass's own for every answer of it, and with them those an
+    #: answer is raised with.
+    headers: Mapping[str, str] | None = None
     reason = "Internal server error"
 
     def __init__(
         self, reason: str | None = None, *, headers: Mapping[str, str] | None = None
     ) -> None:
-        """``headers``: this answer's own, beside the class's."""
         if reason is not None:
             self.reason = reason
-        self.answer_headers = {**(self.headers or {}), **(headers or {})} or None
+        if headers:
+            self.headers = {**(self.headers or {}), **headers}
         super().__init__(self.reason)
 
 
@@ -35,9 +38,7 @@ class BadRequest(AppError):
 
 class Unauthorized(AppError):
     status_code = 401
-    headers: ClassVar[Mapping[str, str] | None] = {
-        "WWW-Authenticate": 'Bearer realm="resourcegroups"'
-    }
+    headers = MappingProxyType({"WWW-Authenticate": 'Bearer realm="resourcegroups"'})
 
 
 class Forbidden(AppError):

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar
+from collections.abc import Callable
+from types import MappingProxyType
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -63,7 +64,7 @@ BACKOFF_S = 0.005
 
 
 class WriteConflict(ServiceUnavailable):
-    headers: ClassVar[Mapping[str, str] | None] = {"Retry-After": "1"}
+    headers = MappingProxyType({"Retry-After": "1"})
 
 
 CONFLICT_REASON = (

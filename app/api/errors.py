@@ -49,7 +49,7 @@ async def send_error(send: Send, error: AppError, headers: Mapping[str, str] | N
     """`send_reason` for an error, as the app's handler would answer it, with ``headers``
     added to the error's own."""
     await send_reason(
-        send, error.status_code, error.reason, {**(error.answer_headers or {}), **(headers or {})}
+        send, error.status_code, error.reason, {**(error.headers or {}), **(headers or {})}
     )
 
 
@@ -112,7 +112,7 @@ def validation_reason(exc: RequestValidationError) -> str:
 def register_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(AppError)
     async def app_error(_request: Request, exc: AppError) -> JSONResponse:
-        return _reason_response(exc.status_code, exc.reason, exc.answer_headers)
+        return _reason_response(exc.status_code, exc.reason, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:

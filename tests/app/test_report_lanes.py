@@ -227,8 +227,8 @@ def test_a_report_that_waits_keeps_its_worker_alive_and_its_503_says_how_long(
 
     assert first == b"first"
     assert isinstance(worker, ServiceUnavailable) and isinstance(ghost, ServiceUnavailable)
-    assert worker.answer_headers == {KEPT_HEADER: str(round(max_wait_s * 1000))}
-    assert ghost.answer_headers == {KEPT_HEADER: "0"}  # it never reported: not counted
+    assert worker.headers == {KEPT_HEADER: str(round(max_wait_s * 1000))}
+    assert ghost.headers == {KEPT_HEADER: "0"}  # it never reported: not counted
     with Session(engine) as session:
         lease_until = session.scalars(select(QuotaReporter.lease_until)).one()
     # Kept from its arrival for the longest wait and the grace, as an answer's lease would.
