@@ -77,6 +77,8 @@ class UsageReport(_Body):
     namespaces: dict[Annotated[str, Field(pattern=NAMESPACE_REF_PATTERN)], NamespaceUsage] = Field(
         max_length=MAX_NAMESPACES_PER_REPORT,
         description="Usage per namespace this reporter serves, keyed `tenant/namespace`.",
+        # A key the pattern refuses is refused, in the spec as by the server.
+        json_schema_extra={"additionalProperties": False},
     )
 
 

@@ -37,6 +37,7 @@ from app.models import (
     RATE_COLUMNS,
     DefaultResourceGroup,
     Namespace,
+    NamespacePermission,
     QuotaGroup,
     QuotaReporter,
     QuotaUsage,
@@ -91,6 +92,16 @@ class Statements:
         #: (tenant, name, effective group, its six rates)
         self.namespaces = namespaces.join(Tenant, Tenant.name == Namespace.tenant).outerjoin(
             ResourceGroup, ResourceGroup.name == group
+        )
+        permission = NamespacePermission
+        #: (tenant, namespace, actions) granted to a role on some of the keys
+        self.grants = select(permission.tenant, permission.namespace, permission.actions).where(
+            permission.role == bindparam("role"),
+            self._keys_in(permission.tenant, permission.namespace),
+        )
+        #: (tenant, admin roles) of some tenants
+        self.tenant_admins = select(Tenant.name, Tenant.admin_roles).where(
+            self._among(Tenant.name, "tenant_names")
         )
 
     def _reporters(self, reporter: BindParameter[str]) -> None:

@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from app.api.spec import integer_bound, tidy
 from app.openapi import SPEC_PATH
+from app.quota.schemas import NAMESPACE_REF_PATTERN, UsageReport
 from app.schemas import INT64_MAX, ROLE_PATTERN, Role
 
 SPEC: dict[str, Any] = yaml.safe_load(SPEC_PATH.read_text(encoding="utf-8"))
@@ -136,3 +137,11 @@ class TestRolePattern:
             on_server = False
         assert in_spec == on_server
         assert in_spec == (character in ALLOWED)
+
+
+def test_the_spec_refuses_the_report_keys_the_server_refuses() -> None:
+    namespaces = SPEC["components"]["schemas"]["UsageReport"]["properties"]["namespaces"]
+    assert list(namespaces["patternProperties"]) == [NAMESPACE_REF_PATTERN]
+    assert namespaces["additionalProperties"] is False
+    with pytest.raises(ValidationError):
+        UsageReport.model_validate({"sentAtMs": 0, "intervalMs": 1, "namespaces": {"t/.": {}}})
