@@ -46,7 +46,7 @@ from app.quota.schemas import (
 )
 from app.schemas import NAME_PATTERN, NamespaceName, TenantName
 from app.state import AppState
-from rgspark.wire import KEPT_HEADER
+from rgspark.wire import JOB_ID_PATTERN, KEPT_HEADER
 
 router = APIRouter(prefix="/quota/v1", tags=["quota"])
 logger = logging.getLogger(__name__)
@@ -56,6 +56,14 @@ NAME = re.compile(NAME_PATTERN)
 
 ReporterId = Annotated[
     str, Path(pattern=REPORTER_ID_PATTERN, description="A reporter's id: 1-64 of A-Z a-z 0-9 _ -")
+]
+JobId = Annotated[
+    str,
+    Path(
+        pattern=JOB_ID_PATTERN,
+        description="A job's id: 1-32 of A-Z a-z 0-9 _; its workers' reporter ids are the "
+        "job's id, a - and more",
+    ),
 ]
 _ERRORS = responses(BadRequest, Unauthorized, Forbidden, NotFound)
 _REPORT_ERRORS = responses(
@@ -215,6 +223,18 @@ async def release_reporter(
     """Release a reporter's shares at once, as a worker does when it exits."""
     now = datetime.fromtimestamp(state.clock(), UTC)
     await deps.write(request, reporters.release, principal, reporterId, now, state.report_cache)
+
+
+@router.delete("/jobs/{jobId}", status_code=204, responses=responses(BadRequest, Unauthorized))
+async def release_job(
+    request: Request, principal: CurrentPrincipal, state: StateDep, jobId: JobId
+) -> None:
+    """Release at once the shares of every reporter of a job (ids `{jobId}-...`) that the
+    caller's role owns (a superuser: any role's), as a Spark driver does when its application
+    ends. 204 whether or not there were any: other roles' reporters are neither released nor
+    told of."""
+    now = datetime.fromtimestamp(state.clock(), UTC)
+    await deps.write(request, reporters.release_job, principal, jobId, now, state.report_cache)
 
 
 @router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)

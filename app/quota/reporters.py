@@ -1,17 +1,16 @@
 """Reporters: who may report for a namespace, which role a reporter belongs to, and when
-one is gone (released at exit, or silent too long) and its shares return to the others."""
+one is gone (released at exit, with the rest of its job when the job ends, or silent too
+long) and its shares return to the others."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 
-from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from app.access import Principal
 from app.errors import Forbidden, NotFound, TooManyRequests
-from app.models import NamespacePermission, Tenant
 from app.quota.cache import ReportCache
 from app.quota.leases import lease_until
 from app.quota.repository import UsageRepository
@@ -23,6 +22,7 @@ __all__ = [
     "expire",
     "limit_reporters",
     "release",
+    "release_job",
 ]
 
 REPORTING_ACTIONS = frozenset({"produce", "consume"})
@@ -34,23 +34,16 @@ def authorize_reporting(
     """Namespace clients report only for namespaces they may produce to or consume from."""
     if principal.is_superuser:
         return
+    # By the repository's statements, which take any number of keys: a `(tenant, namespace)
+    # IN (...)` of 10,000 pairs is past the depth of expression PostgreSQL parses.
+    queries = UsageRepository.of(session)
     keys = set(keys)
-    granted = session.execute(
-        select(
-            NamespacePermission.tenant, NamespacePermission.namespace, NamespacePermission.actions
-        )
-        .where(NamespacePermission.role == principal.role)
-        .where(tuple_(NamespacePermission.tenant, NamespacePermission.namespace).in_(keys))
-    )
+    granted = queries.grants(principal.role, list(keys))
     allowed = {(t, ns) for t, ns, actions in granted if REPORTING_ACTIONS & set(actions)}
     tenants = {tenant for tenant, _ in keys - allowed}
     if tenants:
         admin_of = {
-            name
-            for name, roles in session.execute(
-                select(Tenant.name, Tenant.admin_roles).where(Tenant.name.in_(tenants))
-            )
-            if principal.role in roles
+            name for name, roles in queries.tenant_admins(list(tenants)) if principal.role in roles
         }
         allowed |= {key for key in keys if key[0] in admin_of}
     denied = sorted(keys - allowed)
@@ -128,6 +121,27 @@ def release(
     if found[0] != principal.role and not principal.is_superuser:
         raise Forbidden(f"Reporter {reporter_id} belongs to another role")
     _forget(queries, [reporter_id], now, cache)
+
+
+def release_job(
+    session: Session,
+    principal: Principal,
+    job: str,
+    now: datetime,
+    cache: ReportCache | None = None,
+) -> int:
+    """Free at once the shares of every reporter of the job (`rgspark.wire.job_of`) that
+    the caller's role owns (a superuser's: any role's), as `release` frees one's; returns
+    how many. What a Spark driver does when its application ends: Spark ends its Python
+    workers with ``os._exit``, so their own release at exit never runs.
+
+    Other roles' reporters of the same job id are left, and nothing tells of them: the
+    answer is the same whether or not they exist."""
+    queries = UsageRepository.of(session)
+    reporter_ids = queries.job_reporters(job, None if principal.is_superuser else principal.role)
+    if reporter_ids:
+        _forget(queries, reporter_ids, now, cache)
+    return len(reporter_ids)
 
 
 def any_silent(session: Session, now: datetime) -> bool:

@@ -7,6 +7,7 @@ store reads as steps (look up, plan, settle, write, answer) rather than as SQL.
 
 from __future__ import annotations
 
+import functools
 import json
 import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -16,9 +17,10 @@ from typing import Any, NamedTuple
 
 from psycopg import adapters
 from psycopg.types.array import ListBinaryDumper
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Select, bindparam, select
 from sqlalchemy.orm import Session, SessionTransaction
 
+from app.models import QuotaReporter
 from app.quota.cache import MarkerLook, Row
 from app.quota.planner import count, take
 from app.quota.statements import (
@@ -29,6 +31,7 @@ from app.quota.statements import (
     statements_for,
 )
 from app.quota.types import ALLOCATIONS, Figures, NamespaceKey, Rates
+from rgspark.wire import job_range
 
 __all__ = ["Claim", "Claimed", "GroupRow", "Peer", "Saved", "UsageRepository", "Written"]
 
@@ -138,6 +141,14 @@ class UsageRepository:
         """(tenant, name, effective group, its six rates) of each namespace that exists."""
         return self._run(self.sql.namespaces, self.sql.keys(keys)).all()  # type: ignore[no-any-return]
 
+    def grants(self, role: str, keys: Sequence[NamespaceKey]) -> Iterable[Any]:
+        """(tenant, namespace, actions) that `role` is granted on those of `keys` it has."""
+        return self._run(self.sql.grants, {"role": role, **self.sql.keys(keys)}).all()  # type: ignore[no-any-return]
+
+    def tenant_admins(self, tenants: Sequence[str]) -> Iterable[Any]:
+        """(tenant, admin roles) of those of `tenants` that exist."""
+        return self._run(self.sql.tenant_admins, {"tenant_names": list(tenants)}).all()  # type: ignore[no-any-return]
+
     # Reporters
 
     def claim(self, reporter_id: str, role: str, until: datetime) -> Claimed:
@@ -215,6 +226,13 @@ class UsageRepository:
         if kept:
             self._run(self.sql.keep, {"reporters": sorted(kept), "until": until})
         return kept
+
+    def job_reporters(self, job: str, role: str | None) -> list[str]:
+        """The reporters of the job (`rgspark.wire.job_of`), of ``role`` only unless None; on
+        PostgreSQL locked, in name order (the order a batch of reports locks them in)."""
+        low, high = job_range(job)
+        statement = _job_reporters(self.sql.postgresql, of_role=role is not None)
+        return list(self._run(statement, {"low": low, "high": high, "role": role}).scalars())
 
     def silent(self, now: datetime) -> list[str]:
         """Reporters whose lease ran out before ``now`` (none that a report is claiming)."""
@@ -528,6 +546,26 @@ class UsageRepository:
         alive = set(self._run(self.sql.alive, {"reporters": reporters, "now": now}).scalars())
         live = [(row[0], row[1], (row[2], row[3]), row[4:]) for row in rows if row[1] in alive]
         return live, counted
+
+
+@functools.cache
+def _job_reporters(postgresql: bool, *, of_role: bool) -> Select[str]:
+    """`UsageRepository.job_reporters`' statement.
+
+    A range on the primary key rather than LIKE, in which the ``_`` that job ids may hold
+    matches any character (``ab_c-%`` would match ``abXc-...``, another job's). The range
+    holds in byte order only: PostgreSQL compares in the column's collation, and a
+    language's may weigh punctuation apart or ignore case (ICU's ``en`` puts ``AB-x``
+    between ``ab-`` and ``ab.``), so there the comparison is made in ``C``. Its index then
+    serves only a database whose collation is ``C``; elsewhere this reads the whole table,
+    one row per live worker, once when a job ends."""
+    reporter_id = QuotaReporter.reporter_id
+    key = reporter_id.collate("C") if postgresql else reporter_id
+    statement = select(reporter_id).where(key >= bindparam("low"), key < bindparam("high"))
+    if of_role:
+        statement = statement.where(QuotaReporter.role == bindparam("role"))
+    statement = statement.order_by(reporter_id)
+    return statement.with_for_update() if postgresql else statement
 
 
 def _upserted(reporter_id: str, now: datetime, rows: Sequence[Written]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ Standard library only, and Python 3.9 syntax: it ships in the executors' zip.
 from __future__ import annotations
 
 import math
+import re
+import secrets
 
 __all__ = [
     "ALLOCATION_CHANGE",
@@ -20,6 +22,8 @@ __all__ = [
     "DEMAND_CHANGE",
     "DIMENSIONS",
     "GRACE_INTERVALS",
+    "JOB_ID_PATTERN",
+    "JOB_SEPARATOR",
     "KEPT_HEADER",
     "KINDS",
     "RATE_FIELDS",
@@ -29,6 +33,9 @@ __all__ = [
     "demand_range",
     "fell",
     "held_range",
+    "job_of",
+    "job_range",
+    "job_reporter_id",
     "moved",
 ]
 
@@ -63,6 +70,16 @@ GRACE_INTERVALS = 2
 #: the others'), and it holds nothing of its own until a report of it is stored. Absent:
 #: not known (the server could not look).
 KEPT_HEADER = "X-Lease-Kept-Ms"
+#: A job's id (``DELETE /quota/v1/jobs/{jobId}``): what a `ResourceGroupClient` draws on the
+#: driver and ships to its tasks, so that the driver can free all of its workers' shares in
+#: one call when the application ends. No `JOB_SEPARATOR` in it, so that a reporter id's job
+#: is the part before its first one.
+JOB_ID_PATTERN = r"^[A-Za-z0-9_]{1,32}$"
+#: Between the job and the rest of a reporter id (``{job}-{random}``). Reporter ids are 1-64
+#: of ``A-Z a-z 0-9 _ -``; an id made without a job (32 hex digits) has none.
+JOB_SEPARATOR = "-"
+_JOB_ID = re.compile(JOB_ID_PATTERN)
+
 #: Seconds of its rate that a reporter's bucket holds: enough for the slices the Spark
 #: helpers charge (about 100 ms of rate), small enough that reporters waking together
 #: cannot burst far past the group's rate (the server's allocator says why: "Burst").
@@ -138,3 +155,23 @@ def fell(before: float, after: float) -> bool:
     `ALLOCATION_CHANGE`): a fall the server counts at ``before`` until the worker says it
     enforces ``after``, and the worker says so at once."""
     return after < before and moved(before, after, ALLOCATION_CHANGE)
+
+
+def job_reporter_id(job: str) -> str:
+    """A new reporter id of the job: ``{job}-`` and 24 random hex digits (at most 57
+    characters, within the 64 of a reporter id)."""
+    return f"{job}{JOB_SEPARATOR}{secrets.token_hex(12)}"
+
+
+def job_of(reporter_id: str) -> str | None:
+    """The job a reporter id names: the part before its first `JOB_SEPARATOR`, if that is
+    a job id; None for an id without one."""
+    job, separator, _ = reporter_id.partition(JOB_SEPARATOR)
+    return job if separator and _JOB_ID.fullmatch(job) else None
+
+
+def job_range(job: str) -> tuple[str, str]:
+    """The reporter ids whose `job_of` is ``job``, as ``low <= id < high`` compared byte by
+    byte: those that begin with ``{job}-``. ``.`` follows ``-`` in ASCII, and nothing that a
+    reporter id may hold lies between them."""
+    return f"{job}{JOB_SEPARATOR}", f"{job}."
