@@ -16,9 +16,7 @@ from pydantic_core import PydanticCustomError, core_schema
 # with a character other than "."; or it is "." and such a character; or ".." and more.
 _CHAR = r"[A-Za-z0-9_\-=:.]"
 _NOT_DOT = r"[A-Za-z0-9_\-=:]"
-NAME_CHARS = (
-    f"(?:{_NOT_DOT}{_CHAR}{{0,254}}|\\.{_NOT_DOT}{_CHAR}{{0,253}}|\\.\\.{_CHAR}{{1,253}})"
-)
+NAME_CHARS = f"(?:{_NOT_DOT}{_CHAR}{{0,254}}|\\.{_NOT_DOT}{_CHAR}{{0,253}}|\\.\\.{_CHAR}{{1,253}})"
 NAME_PATTERN = f"^{NAME_CHARS}$"
 NAME_RULE = "1-255 ASCII letters, digits and _-=:., but not . or .."
 
