@@ -17,6 +17,7 @@ from starlette.routing import Match, Route
 from starlette.types import Send
 
 from app.errors import AppError
+from app.quota.schemas import WATCHED_GROUP_PATTERN, WATCHED_GROUP_RULE
 from app.schemas import NAME_PATTERN, NAME_RULE, ROLE_PATTERN, ROLE_RULE
 from app.state import state_of
 from app.transactions import DATABASE_OUTAGE, is_outage
@@ -76,7 +77,11 @@ _BODY_SHAPES = {
     "list_type": "a JSON array",
 }
 # Said in words rather than as the regular expression.
-_PATTERN_RULES = {ROLE_PATTERN: f"a role: {ROLE_RULE}", NAME_PATTERN: f"a name: {NAME_RULE}"}
+_PATTERN_RULES = {
+    ROLE_PATTERN: f"a role: {ROLE_RULE}",
+    NAME_PATTERN: f"a name: {NAME_RULE}",
+    WATCHED_GROUP_PATTERN: WATCHED_GROUP_RULE,
+}
 _PATH_NOUNS = {"rg": "ResourceGroup", "tenant": "tenant", "namespace": "namespace", "role": "role"}
 
 
@@ -91,18 +96,20 @@ def validation_reason(exc: RequestValidationError) -> str:
         noun = _PATH_NOUNS.get(field, field)
         rule = ROLE_RULE if field == "role" else NAME_RULE
         return f"Invalid {noun} name {error.get('input')!r}: must be {rule}"
+    described = _PATTERN_RULES.get(str(error.get("ctx", {}).get("pattern")))
     if where != "body":
-        return f"Invalid {where} parameter '{field}': {message}"
+        parameter = location[1] if len(location) > 1 else field  # not `group.0`
+        if kind == "string_pattern_mismatch" and described is not None:
+            message = f"{error.get('input')!r} is not {described}"
+        return f"Invalid {where} parameter '{parameter}': {message}"
     if kind == "json_invalid":
         return "Request body is not valid JSON"
     if kind == "missing" and not field:
         return "Request body is required"
     if kind == "extra_forbidden":
         return f"Unknown field '{field}'"
-    if kind == "string_pattern_mismatch" and field:
-        described = _PATTERN_RULES.get(str(error.get("ctx", {}).get("pattern")))
-        if described is not None:
-            return f"Invalid value for '{field}': {error.get('input')!r} is not {described}"
+    if kind == "string_pattern_mismatch" and field and described is not None:
+        return f"Invalid value for '{field}': {error.get('input')!r} is not {described}"
     if not field:
         expected = _BODY_SHAPES.get(kind)
         return f"Request body must be {expected}" if expected else f"Request body: {message}"

@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
+from pydantic import StringConstraints, ValidationError
 from sqlalchemy.exc import DBAPIError
 from starlette.background import BackgroundTask
 
@@ -38,13 +37,15 @@ from app.quota import history, reporters, store
 from app.quota.changes import MAX_WAIT_S
 from app.quota.counts import Bucket
 from app.quota.schemas import (
+    MAX_CLOCK_AHEAD_S,
     REPORTER_ID_PATTERN,
+    WATCHED_GROUP_PATTERN,
     AdminChanges,
     NamespacePolicy,
     ReportResult,
     UsageReport,
 )
-from app.schemas import NAME_PATTERN, NamespaceName, TenantName
+from app.schemas import NamespaceName, TenantName
 from app.state import AppState
 from rgspark.wire import JOB_ID_PATTERN, KEPT_HEADER
 
@@ -52,7 +53,6 @@ router = APIRouter(prefix="/quota/v1", tags=["quota"])
 logger = logging.getLogger(__name__)
 
 MAX_WATCHED_GROUPS = 100  # groups one long poll may watch: a worker's namespaces' groups
-NAME = re.compile(NAME_PATTERN)
 
 ReporterId = Annotated[
     str, Path(pattern=REPORTER_ID_PATTERN, description="A reporter's id: 1-64 of A-Z a-z 0-9 _ -")
@@ -119,6 +119,12 @@ async def report_usage(
     """Report usage and demand per namespace; get back each namespace's limits and allocations."""
     body = await _usage_report(request)
     now = state.clock()
+    ahead_s = body.sentAtMs / 1000 - now
+    if ahead_s > MAX_CLOCK_AHEAD_S:
+        raise BadRequest(
+            f"sentAtMs is {ahead_s:.0f} s after the server's clock, more than "
+            f"{MAX_CLOCK_AHEAD_S:g} s: set the reporter's clock right (NTP)"
+        )
     interval_s = state.settings.report_interval_seconds
     expire = _expiry_due(state, now)
 
@@ -216,7 +222,11 @@ async def _write_counts(state: AppState, buckets: list[Bucket]) -> None:
         state.usage_counter.put_back(buckets)
 
 
-@router.delete("/reporters/{reporterId}", status_code=204, responses=_ERRORS)
+@router.delete(
+    "/reporters/{reporterId}",
+    status_code=204,
+    responses=responses(BadRequest, Unauthorized, NotFound),
+)
 async def release_reporter(
     request: Request, principal: CurrentPrincipal, state: StateDep, reporterId: ReporterId
 ) -> None:
@@ -279,7 +289,7 @@ async def watch_changes(
         Query(description="The generation last seen: the answer waits until it is above it."),
     ] = None,
     group: Annotated[
-        list[str] | None,
+        list[Annotated[str, StringConstraints(pattern=WATCHED_GROUP_PATTERN)]] | None,
         Query(
             max_length=MAX_WATCHED_GROUPS,
             description="A group to watch, as `WAKE:NAME` with the wake last seen (`:NAME` "
@@ -310,12 +320,11 @@ async def watch_changes(
 
 
 def _watched(groups: list[str]) -> dict[str, int | None]:
-    """``WAKE:NAME`` parameters as {name: wake}, None where no wake was given."""
+    """``WAKE:NAME`` parameters (`WATCHED_GROUP_PATTERN`) as {name: wake}, None where no
+    wake was given."""
     wakes: dict[str, int | None] = {}
     for watched in groups:
-        wake, colon, name = watched.partition(":")
-        if not colon or not NAME.fullmatch(name) or not (wake == "" or wake.isdigit()):
-            raise BadRequest(f"group must be WAKE:NAME with a group's name, not {watched!r}")
+        wake, _, name = watched.partition(":")
         wakes[name] = int(wake) if wake else None
     return wakes
 

@@ -113,13 +113,14 @@ def release(
     now: datetime,
     cache: ReportCache | None = None,
 ) -> None:
-    """Free a reporter's shares at once (PIP-82's "report 0"), as rgspark does at exit."""
+    """Free a reporter's shares at once (PIP-82's "report 0"), as rgspark does at exit.
+
+    Another role's reporter is answered as one that does not exist: the answer tells no
+    one whether an id is in use."""
     queries = UsageRepository.of(session)
     found = queries.owner(reporter_id)
-    if found is None:
-        raise NotFound("Reporter does not exist")
-    if found[0] != principal.role and not principal.is_superuser:
-        raise Forbidden(f"Reporter {reporter_id} belongs to another role")
+    if found is None or (found[0] != principal.role and not principal.is_superuser):
+        raise NotFound(f"Role {principal.role} has no reporter {reporter_id}")
     _forget(queries, [reporter_id], now, cache)
 
 

@@ -12,6 +12,12 @@ from rgspark.wire import UNKNOWN_DEMAND, UNLIMITED_ALLOCATION
 
 REPORTER_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
 NAMESPACE_REF_PATTERN = f"^{NAME_CHARS}/{NAME_CHARS}$"
+#: The most seconds a report's ``sentAtMs`` may be ahead of the server's clock: clocks of
+#: hosts kept by NTP differ by far less.
+MAX_CLOCK_AHEAD_S = 60.0
+#: A group watched on the changes endpoint: ``WAKE:NAME``, the wake last seen (none: empty).
+WATCHED_GROUP_PATTERN = f"^[0-9]{{0,19}}:{NAME_CHARS}$"
+WATCHED_GROUP_RULE = "WAKE:NAME with a group's name and the wake last seen (:NAME for none)"
 MAX_NAMESPACES_PER_REPORT = 10_000
 MAX_USED = 2**63 - 1
 
@@ -69,7 +75,9 @@ class NamespaceUsage(TypedDict, total=False):
 class UsageReport(_Body):
     sentAtMs: Annotated[int, WholeNumber(ge=0, le=2**53)] = Field(
         description="When the reporter sent this, in milliseconds since the epoch; a report "
-        "older than two report intervals on arrival is not stored."
+        "older than two report intervals on arrival is not stored, and one stamped more than "
+        f"{MAX_CLOCK_AHEAD_S:g} s after the server's clock is refused (400): the reporter's "
+        "clock is wrong, and a report from the future would never count as old."
     )
     intervalMs: Annotated[int, WholeNumber(ge=1, le=86_400_000)] = Field(
         description="Milliseconds covered by `used`: the time since the previous report."

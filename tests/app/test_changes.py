@@ -59,9 +59,11 @@ def test_a_watcher_without_news_waits_as_long_as_it_asked(client: TestClient) ->
         ({"waitMs": -1}, "greater than or equal to 0"),
         ({"waitMs": 60_001}, "less than or equal"),
         ({"after": "x"}, "valid integer"),
-        ({"group": "rg"}, "group must be WAKE:NAME"),
-        ({"group": "x:rg"}, "group must be WAKE:NAME"),
-        ({"group": "1:a/b"}, "group must be WAKE:NAME"),
+        ({"group": "rg"}, "Invalid query parameter 'group': 'rg' is not WAKE:NAME"),
+        ({"group": "x:rg"}, "'x:rg' is not WAKE:NAME"),
+        ({"group": "1:a/b"}, "'1:a/b' is not WAKE:NAME"),
+        ({"group": ""}, "'' is not WAKE:NAME"),
+        ({"group": "1:."}, "'1:.' is not WAKE:NAME"),
     ],
 )
 def test_bad_parameters_are_named(

@@ -16,10 +16,11 @@ from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
 from app.quota import reporters, store
 from app.quota.allocator import EARLY_REPORT
+from app.quota.schemas import MAX_CLOCK_AHEAD_S
 from app.quota.store import FEW_MARKERS
 from tests.check import assert_store_consistent
 from tests.conftest import SUPERUSER
-from tests.factories import FakeClock, create_group, create_namespace, create_tenant
+from tests.factories import FakeClock, create_group, create_namespace, create_tenant, reason
 
 Auth = Callable[[str], dict[str, str]]
 QUOTA = 1000
@@ -117,6 +118,23 @@ class TestReports:
         assert result["accepted"] is False
         assert allocated(result) > 0
         assert stored_rows(engine) == 0
+
+    def test_a_report_from_the_future_is_refused_and_says_why(
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+    ) -> None:
+        ahead = body(clock, 800)
+        ahead["sentAtMs"] += round((MAX_CLOCK_AHEAD_S + 1) * 1000)
+        response = TestClient(servers[0]).post(
+            "/quota/v1/reporters/r/reports", json=ahead, headers=auth("job")
+        )
+        assert reason(response, 400) == (
+            "sentAtMs is 61 s after the server's clock, more than 60 s: set the reporter's "
+            "clock right (NTP)"
+        )
+        assert stored_rows(engine) == 0
+        # Within the skew, it is a report like any other.
+        ahead["sentAtMs"] -= 2000
+        assert report(servers[0], auth("job"), "r", ahead)["accepted"] is True
 
     def test_a_silent_reporters_share_returns_to_the_others(
         self, servers: list[FastAPI], auth: Auth, clock: FakeClock, database_url: str
@@ -442,19 +460,22 @@ class TestRoles:
         assert client.get(missing, headers=auth(SUPERUSER)).status_code == 404
 
     def test_a_reporter_id_belongs_to_its_role(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock
+        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
     ) -> None:
         report(servers[0], auth("job"), "mine", body(clock, 10))
         client = TestClient(servers[0])
-        assert (
-            client.delete("/quota/v1/reporters/mine", headers=auth("tenant-admin")).status_code
-            == 403
-        )
         hijack = client.post(
             "/quota/v1/reporters/mine/reports", json=body(clock, 10), headers=auth("tenant-admin")
         )
         assert hijack.status_code == 403
-        assert client.delete("/quota/v1/reporters/nope", headers=auth("job")).status_code == 404
+        # Another role's reporter is released as one that does not exist: the answer does
+        # not tell whether the id is in use.
+        theirs = client.delete("/quota/v1/reporters/mine", headers=auth("tenant-admin"))
+        missing = client.delete("/quota/v1/reporters/nope", headers=auth("tenant-admin"))
+        assert reason(theirs, 404) == "Role tenant-admin has no reporter mine"
+        assert reason(missing, 404) == "Role tenant-admin has no reporter nope"
+        assert stored_rows(engine) == 1  # still there
+        assert client.delete("/quota/v1/reporters/mine", headers=auth("job")).status_code == 204
 
 
 @pytest.mark.usefixtures("world")
