@@ -170,15 +170,15 @@ class StoreServer:
         self.engine.dispose()
 
     def _submit(self, reporter: str, content: bytes, session: Session) -> bytes:
-        # A lone report is never paced (`app.quota.lanes`).
-        return store.submit(
-            session,
-            self.serving,
-            principal=self.principal,
-            reporter_id=reporter,
-            report=UsageReport.model_validate_json(content),
-            now=self.clock(),
-        )
+        # A lone report is never paced (`app.quota.lanes`), and claims its own reporter.
+        report = {
+            "principal": self.principal,
+            "reporter_id": reporter,
+            "report": UsageReport.model_validate_json(content),
+            "now": self.clock(),
+        }
+        claim = store.claim(self.serving, **report)
+        return store.submit(session, self.serving, **report, claim=claim)
 
     def _release(self, reporter: str, session: Session) -> None:
         now = datetime.fromtimestamp(self.clock(), UTC)

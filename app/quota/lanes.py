@@ -51,7 +51,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app import transactions
 from app.errors import AppError, ServiceUnavailable
 from app.quota.pacing import Pace, spread
-from app.quota.store import Claim, claim_all
+from app.quota.store import Claim, Claimed, claim_all
 from rgspark.wire import KEPT_HEADER
 
 MAX_BATCH = 32
@@ -63,9 +63,12 @@ SATURATED = 0.25
 
 class Work(Protocol):
     """A report's work on a session: its answer, which asks for no report sooner than
-    ``pace_s`` (`app.quota.pacing`)."""
+    ``pace_s`` (`app.quota.pacing`), given what the report claims (`Claims`) and what its
+    batch's statement claimed for it (None: not claimed yet)."""
 
-    def __call__(self, session: Session, *, pace_s: float) -> bytes: ...
+    def __call__(
+        self, session: Session, *, pace_s: float, claim: Claim | None, ahead: Claimed | None
+    ) -> bytes: ...
 
 
 class Keeps(Protocol):
@@ -138,7 +141,10 @@ class ReportLanes:
         one); ``joins``: it is its worker's first to the process (until one is answered);
         ``claims``: what its work claims first, claimed with its batch's."""
         if namespace is None:
-            return await transactions.transaction(self.sessions, work, pace_s=0.0)
+            claim = claims(pace_s=0.0) if claims else None
+            return await transactions.transaction(
+                self.sessions, work, pace_s=0.0, claim=claim, ahead=None
+            )
         now = asyncio.get_running_loop().time()
         pace = self._paces.get(namespace)
         if pace is None:
@@ -290,17 +296,20 @@ class ReportLanes:
 def _store_all(session: Session, batch: list[_Report], pace_s: float) -> list[tuple[bytes, float]]:
     """Each report's answer, and the seconds its work took."""
     paces = [spread(pace_s) for _ in batch]
+    claims = [r.claims(pace_s=p) if r.claims else None for r, p in zip(batch, paces, strict=True)]
+    ahead: dict[str, Claimed] = {}
     if len(batch) > 1:
         # The batch's reporters claimed in one statement rather than one each, in one
         # order: reporters before groups, the order in which a report and a release lock
         # them (a batch's later reports would otherwise lock their reporter holding the
-        # group).
-        claims = [r.claims(pace_s=p) for r, p in zip(batch, paces, strict=True) if r.claims]
-        claim_all(session, [claim for claim in claims if claim is not None])
+        # group). A reporter's first report takes what it was claimed as; a second claims
+        # its own.
+        ahead = claim_all(session, [claim for claim in claims if claim is not None])
     done = []
-    for report, pace in zip(batch, paces, strict=True):
+    for report, pace, claim in zip(batch, paces, claims, strict=True):
         started = time.perf_counter()
-        answer = report.work(session, pace_s=pace)
+        took = ahead.pop(report.reporter_id, None) if claim is not None else None
+        answer = report.work(session, pace_s=pace, claim=claim, ahead=took)
         done.append((answer, time.perf_counter() - started))
     return done
 

@@ -13,7 +13,7 @@ from app.access import Principal
 from app.errors import Forbidden, NotFound, TooManyRequests
 from app.quota.cache import ReportCache
 from app.quota.leases import lease_until
-from app.quota.repository import UsageRepository
+from app.quota.repository import Claimed, UsageRepository
 from app.quota.types import NamespaceKey
 
 __all__ = [
@@ -56,10 +56,15 @@ def authorize_reporting(
 
 
 def claim_reporter(
-    session: Session, principal: Principal, reporter_id: str, until: datetime | None
+    session: Session,
+    principal: Principal,
+    reporter_id: str,
+    until: datetime | None,
+    ahead: Claimed | None = None,
 ) -> tuple[int | None, int]:
     """The reporter belongs to the role that first reported with it; mark it alive until
-    ``until`` (None: a report too old to be stored, which marks nothing).
+    ``until`` (None: a report too old to be stored, which marks nothing), unless its batch
+    marked it already, as ``ahead`` says (`UsageRepository.claim_all`).
 
     Returns the token of its rows (None if it has none) and the admin generation, read in
     the same statement.
@@ -67,7 +72,9 @@ def claim_reporter(
     queries = UsageRepository.of(session)
     # Alive: one statement marks it and returns the owner. Refused, the transaction rolls
     # back, and the mark with it.
-    if until is not None:
+    if ahead is not None:
+        owner, token, generation = ahead
+    elif until is not None:
         owner, token, generation = queries.claim(reporter_id, principal.role, until)
     else:
         generation = queries.generation()

@@ -87,9 +87,6 @@ class _Shared:
     """Whether it may have moved markers."""
     locked: set[str] = field(default_factory=set)
     """Groups whose lock the transaction holds."""
-    claimed: dict[str, tuple[datetime, Claimed]] = field(default_factory=dict)
-    """Reporters claimed ahead of their reports (`UsageRepository.claim_all`), with the
-    lease each was claimed until."""
     groups: dict[str, GroupRow] = field(default_factory=dict)
     """Rows of groups it holds, as it last read or wrote them: nothing else writes them
     until it ends, so the next report of the group it stores reads them here."""
@@ -159,25 +156,21 @@ class UsageRepository:
         disk: usage rows are soft state, rewritten every few intervals, and a crash may lose
         their last moments; waiting cost a Spark worker's report more than its work.
         """
-        if self.shared is not None:
-            ahead = self.shared.claimed.pop(reporter_id, None)
-            if ahead is not None and ahead[0] == until:
-                return ahead[1]
         owner, token, generation = self._run(
             self.sql.claim,
             {"reporter_id": reporter_id, "role": role, "until": until, "token": new_token()},
         ).one()[:3]
         return owner, token, generation
 
-    def claim_all(self, claims: Sequence[Claim]) -> None:
+    def claim_all(self, claims: Sequence[Claim]) -> dict[str, Claimed]:
         """Claim the reporters of several reports at once, as their own `claim`s would,
-        each report's answer kept for its claim: on PostgreSQL, in one statement, which
-        locks their rows in one order (reporters before groups, as every report and
-        release locks them). A reporter with two reports among them is claimed for its
-        first; its second claims its own. SQLite holds the database's write lock already:
-        there, each report claims its own."""
-        if not claims or not self.sql.postgresql or self.shared is None:
-            return
+        and return what each was claimed as: on PostgreSQL, in one statement, which locks
+        their rows in one order (reporters before groups, as every report and release
+        locks them). A reporter with two reports among them is claimed for its first; its
+        second claims its own. SQLite holds the database's write lock already: there, each
+        report claims its own (nothing is returned)."""
+        if not claims or not self.sql.postgresql:
+            return {}
         first: dict[str, Claim] = {}
         for claim in claims:
             first.setdefault(claim.reporter_id, claim)
@@ -191,9 +184,10 @@ class UsageRepository:
                 "tokens": _Array(new_tokens(len(ordered))),
             },
         ).all()
-        for reporter_id, owner, token, generation, _ in rows:  # and synchronous_commit
-            claimed = (owner, token, generation)
-            self.shared.claimed[reporter_id] = (first[reporter_id].until, claimed)
+        # Each row ends with synchronous_commit's setting.
+        return {
+            reporter: (owner, token, generation) for reporter, owner, token, generation, _ in rows
+        }
 
     def extend(self, reporter_id: str, until: datetime) -> None:
         """Move the end of the reporter's lease (its answer's lease was not the one guessed)."""

@@ -99,7 +99,7 @@ from app.quota.figures import (
 from app.quota.leases import full_look_s, lease_s, lease_until
 from app.quota.levels import GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
-from app.quota.repository import Claim, Saved, UsageRepository, Written
+from app.quota.repository import Claim, Claimed, Saved, UsageRepository, Written
 from app.quota.schemas import (
     NamespaceUsage,
     UsageReport,
@@ -110,6 +110,7 @@ from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, moved
 
 __all__ = [
     "Claim",
+    "Claimed",
     "Effective",
     "claim",
     "claim_all",
@@ -224,10 +225,11 @@ def claim(
     return Claim(reporter_id, principal.role, until)
 
 
-def claim_all(session: Session, claims: Sequence[Claim]) -> None:
+def claim_all(session: Session, claims: Sequence[Claim]) -> dict[str, Claimed]:
     """Claim the reporters of reports about to be stored in this transaction, in one
-    statement, in one order (each report's own claim then finds its answer)."""
-    UsageRepository.of(session).claim_all(claims)
+    statement, in one order; returns what each reporter was claimed as, for the first of
+    its reports to take (`submit`'s ``ahead``)."""
+    return UsageRepository.of(session).claim_all(claims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +306,8 @@ def submit(
     reporter_id: str,
     report: UsageReport,
     now: float,
+    claim: Claim | None,
+    ahead: Claimed | None = None,
     pace_s: float = 0.0,
 ) -> bytes:
     """Store a report (unless it is too old) and answer with the reporter's allocations:
@@ -314,8 +318,12 @@ def submit(
     its row; **store** the rows due; answer, **leased** (`app.quota.leases`): a steady
     reporter's answer holds for ``max_lease_s``, a settling one's for an interval; either
     asks for no report sooner than ``pace_s``, and holds as long (`app.quota.pacing`).
+
+    ``claim`` is what the report claims of its reporter (`claim`, given the same
+    ``pace_s``); ``ahead``, what its batch's statement answered for it, if that claimed it
+    (`claim_all`).
     """
-    handled = _claim(session, serving, principal, reporter_id, report, now, pace_s)
+    handled = _claim(session, serving, principal, reporter_id, report, now, pace_s, claim, ahead)
     _recall(handled, serving)
     steady = _steady(handled)
     if steady and handled.known is not None:
@@ -341,17 +349,16 @@ def _claim(
     report: UsageReport,
     now: float,
     pace_s: float,
+    claimed: Claim | None,
+    ahead: Claimed | None,
 ) -> _Handled:
     """Claim the reporter (its lease), and check that its role may report for every
     namespace it names."""
-    claimed = claim(
-        serving, principal=principal, reporter_id=reporter_id, report=report, now=now, pace_s=pace_s
-    )
     # The claim reads the admin generation too, before anything it guards is read (and, an
     # accepted report being soft state, has its commit not wait for the disk: see
     # `UsageRepository.claim`).
     token, generation = claim_reporter(
-        session, principal, reporter_id, None if claimed is None else claimed.until
+        session, principal, reporter_id, None if claimed is None else claimed.until, ahead
     )
     # Rights before existence: a namespace the role may not report for is a 403 whether it
     # exists or not. Rights are admin state: known once under the generation.

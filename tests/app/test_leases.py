@@ -150,15 +150,15 @@ def paced_report(app: FastAPI, reporter: str, payload: Any, pace_s: float) -> di
             max_lease_s=state.settings.report_lease_seconds,
             cache=state.report_cache,
         )
-        answer = store.submit(
-            session,
-            serving,
-            principal=Principal("job", is_superuser=False),
-            reporter_id=reporter,
-            report=UsageReport.model_validate(payload),
-            now=state.clock(),
-            pace_s=pace_s,
-        )
+        report = {
+            "principal": Principal("job", is_superuser=False),
+            "reporter_id": reporter,
+            "report": UsageReport.model_validate(payload),
+            "now": state.clock(),
+            "pace_s": pace_s,
+        }
+        claim = store.claim(serving, **report)
+        answer = store.submit(session, serving, **report, claim=claim)
     found: dict[str, Any] = json.loads(answer)
     return found
 

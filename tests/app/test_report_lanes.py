@@ -9,6 +9,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from typing import Any
 
 from fastapi import FastAPI
 from sqlalchemy import Engine, select
@@ -33,7 +34,7 @@ class Reports:
         self.release_first = threading.Event()
 
     def store(self, role: str, *, fails: bool = False, first: bool = False) -> Work:
-        def work(session: Session, *, pace_s: float) -> bytes:
+        def work(session: Session, *, pace_s: float, **_: Any) -> bytes:
             if first:
                 self.first_started.set()
                 self.release_first.wait(10)
