@@ -52,6 +52,13 @@ class Settings(BaseSettings):
         description="Live reporter ids one role may have in one namespace (superusers are "
         "exempt): each worker process is one, and a cluster of 500 executors runs 4,000.",
     )
+    report_cache_namespaces: int = Field(
+        1_000_000,
+        ge=1,
+        description="Namespaces of recent reporters that a server process remembers between "
+        "reports, summed over reporters (about 1.4 KB each); past it the least recently "
+        "reporting are forgotten, and their next reports read their rows again.",
+    )
     usage_history_resolution_seconds: float = Field(
         10.0, gt=0, le=300, description="How often each group's usage is sampled for its history."
     )

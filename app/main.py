@@ -111,7 +111,7 @@ def build_state(settings: Settings, clock: Callable[[], float]) -> AppState:
         engine=engine,
         sessions=sessions,
         group_cache=group_cache_for(engine),
-        report_cache=ReportCache(),
+        report_cache=ReportCache(max_namespaces=settings.report_cache_namespaces),
         report_lanes=ReportLanes(
             sessions,
             max_wait_s=STALE_REPORT_INTERVALS * settings.report_interval_seconds,

@@ -30,6 +30,11 @@ from app.quota.effective import Effective
 from app.quota.types import Figures, GroupQuotas, NamespaceKey, Rates
 
 MAX_REPORTERS = 20_000  # reporters remembered, least recently reporting forgotten first
+MAX_NAMESPACES = 1_000_000
+"""Namespaces of the reporters remembered, summed (``RG_REPORT_CACHE_NAMESPACES``; about
+1.4 KB each: a broker reporting 5,000 namespaces holds 7 MB): past it, the least recently
+reporting are forgotten first, whatever a role does, and their next reports read their rows
+again."""
 MARKER_LOOK_S = 0.1
 """How long a look at the markers (those changed, or those of some groups) serves the
 process's other reports: a report served by an earlier look is one that arrived that much
@@ -153,7 +158,9 @@ class ReportCache:
     database (they lock its row), so only the namespace map is shared between reports.
     """
 
-    def __init__(self, max_reporters: int = MAX_REPORTERS) -> None:
+    def __init__(
+        self, max_reporters: int = MAX_REPORTERS, max_namespaces: int = MAX_NAMESPACES
+    ) -> None:
         self._lock = threading.Lock()
         self._generation: int | None = None
         self._effective: dict[NamespaceKey, Effective] = {}
@@ -163,6 +170,9 @@ class ReportCache:
         self._markers_read: dict[str, tuple[int | None, float]] = {}
         """Per group, its marker (None: it has no row) and when it was read."""
         self.max_reporters = max_reporters
+        self.max_namespaces = max_namespaces
+        self.namespaces = 0
+        """Namespaces of the reporters remembered, summed."""
 
     def marker_look(self, now: float) -> MarkerLook | None:
         """The process's last look at changed markers, while it is recent enough to share."""
@@ -277,12 +287,20 @@ class ReportCache:
 
     def remember(self, reporter_id: str, state: ReporterState) -> None:
         with self._lock:
+            before = self._reporters.pop(reporter_id, None)
+            self.namespaces += len(state.rows) - (0 if before is None else len(before.rows))
             self._reporters[reporter_id] = state
-            self._reporters.move_to_end(reporter_id)
-            while len(self._reporters) > self.max_reporters:
-                self._reporters.popitem(last=False)
+            # The least recently reporting first; the one just remembered stays, whatever
+            # it holds.
+            while len(self._reporters) > 1 and (
+                len(self._reporters) > self.max_reporters or self.namespaces > self.max_namespaces
+            ):
+                _, forgotten = self._reporters.popitem(last=False)
+                self.namespaces -= len(forgotten.rows)
 
     def forget(self, reporter_ids: Iterable[str]) -> None:
         with self._lock:
             for reporter_id in reporter_ids:
-                self._reporters.pop(reporter_id, None)
+                forgotten = self._reporters.pop(reporter_id, None)
+                if forgotten is not None:
+                    self.namespaces -= len(forgotten.rows)
