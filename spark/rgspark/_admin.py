@@ -133,6 +133,11 @@ class AdminClient:
         with contextlib.suppress(NamespaceNotFoundError):
             self._call("DELETE", f"/quota/v1/reporters/{reporter_id}")
 
+    def release_job(self, job: str) -> None:
+        """Free the shares of every reporter of the job (`rgspark.wire.job_of`) that this
+        client's role owns, at once (``DELETE /quota/v1/jobs/{job}``); none left is fine."""
+        self._call("DELETE", f"/quota/v1/jobs/{job}")
+
     def close(self) -> None:
         self._http.close()
 

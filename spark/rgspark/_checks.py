@@ -4,8 +4,11 @@
 `check_executors` runs a tiny Spark job whose tasks import rgspark and ask the same from the
 executors, with the job's token: the executors' Python, what it can import and the network
 they sit on are often not the driver's. Each failure is raised on the driver as one line
-that says what to do, without the JVM's trace. `ensure_checked` is what `throttle` calls:
-the executors' check, once per Spark application and client.
+that says what to do, without the JVM's trace. `ensure_checked` is what the helpers call
+(`rgspark._driver.prepare`): the executors' check, once per Spark application and client.
+
+The check's job is a DataFrame's, and the application is known by its configuration, so that
+a Spark Connect session, which has no SparkContext, is checked as a classic one is.
 
 The checks take the client as a `CheckedClient`, the few settings they read, so that this
 module needs nothing of `rgspark._client` (which calls it) and the two form no import cycle.
@@ -18,7 +21,6 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ._admin import AdminClient
@@ -36,7 +38,14 @@ from ._exceptions import (
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CheckedClient", "check_driver", "check_executors", "ensure_checked", "explain"]
+__all__ = [
+    "CheckedClient",
+    "application_id",
+    "check_driver",
+    "check_executors",
+    "ensure_checked",
+    "explain",
+]
 
 logger = logging.getLogger("rgspark")
 
@@ -130,7 +139,7 @@ def ensure_checked(client: CheckedClient, spark: SparkSession) -> None:
     ``"block"``. Otherwise they are logged, and the workers do what ``on_no_policy`` says.
     """
     key = (
-        spark.sparkContext.applicationId,
+        application_id(spark),
         client.url,
         client.tenant,
         client.namespace,
@@ -158,6 +167,12 @@ def ensure_checked(client: CheckedClient, spark: SparkSession) -> None:
             client.namespace,
         )
     _checked[key] = None
+
+
+def application_id(spark: SparkSession) -> str:
+    """The Spark application's id, from the session's configuration: a Spark Connect session
+    has no SparkContext to ask."""
+    return str(spark.conf.get("spark.app.id"))
 
 
 def _fatal(client: CheckedClient, exc: AdminServerError) -> bool:
@@ -235,13 +250,22 @@ def _import_advice(error: str, where: str) -> str:
 
 
 def _run_probe(client: CheckedClient, spark: SparkSession) -> list[dict[str, Any]]:
-    context = spark.sparkContext
-    tasks = max(1, min(context.defaultParallelism, MAX_PROBE_TASKS))
-    probe = _probe(client.url, client.tenant, client.namespace, client.token, client.timeout_s)
+    """The probe's findings, one per task: a plain Python UDF, which needs no PyArrow on the
+    executors (so it can say that one lacks it) and runs on classic and Connect sessions.
+
+    A range of `MAX_PROBE_TASKS` rows is cut by Spark's default parallelism and coalesced to
+    at most as many tasks: as many as the application has cores, up to `MAX_PROBE_TASKS`.
+    """
+    from pyspark.sql.functions import udf
+
+    probe = udf(
+        _probe(client.url, client.tenant, client.namespace, client.token, client.timeout_s),
+        "string",
+        useArrow=False,
+    )
+    rows = spark.range(MAX_PROBE_TASKS).coalesce(MAX_PROBE_TASKS).select(probe("id"))
     try:
-        found: list[dict[str, Any]] = (
-            context.parallelize(range(tasks), tasks).mapPartitions(probe).collect()
-        )
+        found = [json.loads(row[0]) for row in rows.collect()]
     except Exception as exc:
         if not type(exc).__module__.startswith(("py4j", "pyspark")):
             raise
@@ -257,15 +281,16 @@ def _run_probe(client: CheckedClient, spark: SparkSession) -> list[dict[str, Any
 
 def _probe(
     url: str, tenant: str, namespace: str, token: str | None, timeout_s: float
-) -> Callable[[Iterable[int]], Iterator[dict[str, Any]]]:
-    """The executors' check, for one task.
+) -> Callable[[int], str]:
+    """The executors' check, as a UDF: the findings of the task that runs it, in JSON.
 
     Made here, and using no name of this module, so that cloudpickle ships it by value: an
     executor that cannot import rgspark still runs it, and says so instead of failing
-    while the task is unpickled.
+    while the task is unpickled. A task probes once; its other rows get the same answer.
     """
+    answers: list[str] = []
 
-    def probe(_: Iterable[int]) -> Iterator[dict[str, Any]]:
+    def find() -> dict[str, Any]:
         import socket
         import sys
 
@@ -278,8 +303,7 @@ def _probe(
             import rgspark
         except Exception as exc:  # not installed, or something it needs is not
             found["import_error"] = f"{type(exc).__name__}: {exc}"
-            yield found
-            return
+            return found
         try:
             import pyarrow  # noqa: F401
         except Exception as exc:
@@ -300,7 +324,14 @@ def _probe(
             }
         finally:
             admin.close()
-        yield found
+        return found
+
+    def probe(_: int) -> str:
+        import json
+
+        if not answers:
+            answers.append(json.dumps(find()))
+        return answers[0]
 
     return probe
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import secrets
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from ._exceptions import (
 )
 from ._quota import NamespaceQuota
 from ._reporter import Reporter
-from .wire import DIMENSIONS, UNLIMITED_ALLOCATION
+from .wire import DIMENSIONS, UNLIMITED_ALLOCATION, job_reporter_id
 
 if TYPE_CHECKING:
     import httpx
@@ -47,7 +48,10 @@ class ResourceGroupClient:
     it to `throttle` (or the sink and reader helpers), which ship it to every task. In each
     worker process, the first task that needs it starts one shared runtime per server and
     namespace: the namespace's buckets and a daemon thread that reports usage and applies
-    the allocation, released when the process exits.
+    the allocation. Its share is released when the Spark application ends (the driver
+    releases its job: Spark ends Python workers without running their exit handlers), or
+    when the process exits normally; a worker killed on its own holds its share until its
+    lease and grace run out.
 
     Options:
 
@@ -119,6 +123,10 @@ class ResourceGroupClient:
         self.startup_timeout_s = startup_timeout_s
         self.timeout_s = timeout_s
         self.transport = transport
+        #: This client's job (`rgspark.wire.JOB_ID_PATTERN`), drawn here and pickled to the
+        #: tasks: its workers' reporter ids begin with it, so that the driver frees all their
+        #: shares in one call when the application ends (`rgspark._release`).
+        self.job = secrets.token_hex(8)
         #: What went through, per kind: `ThrottleStats`, made on the driver by `throttle`.
         self.stats: dict[str, Any] = {}
 
@@ -130,16 +138,22 @@ class ResourceGroupClient:
 
         The same object while the Spark application runs and the keys keep their values:
         `throttle` without a client uses it, so its `stats` tell what those calls did.
-        Raises `ConfigurationError` naming a key that is missing or wrong.
+        Raises `ConfigurationError` naming a key that is missing or wrong. A Spark Connect
+        session hides the token keys from the driver's Python (their names match
+        ``spark.redaction.regex``): there the client has no token, and a warning says so.
         """
+        from ._driver import application_id, warn_hidden_token
+
         options = options_from(lambda key: spark.conf.get(key, None))
-        key = (spark.sparkContext.applicationId, repr(sorted(options.items())))
+        key = (application_id(spark), repr(sorted(options.items())))
         client = _from_conf.get(key)
         if client is None:
             try:
                 client = cls(**options)
             except ConfigurationError as exc:
                 raise ConfigurationError(rename(str(exc), options)) from None
+            if client.token is None:
+                warn_hidden_token(spark)
             client = _from_conf.setdefault(key, client)
         return client
 
@@ -212,7 +226,7 @@ def _start(client: ResourceGroupClient, kind: str) -> NamespaceQuota:
     quota.use(kind)
     if not isinstance(policy, str):
         quota.apply({dim: policy.get(dim, UNLIMITED_ALLOCATION) for dim in DIMENSIONS})
-    reporter = Reporter(client.admin(), [quota])
+    reporter = Reporter(client.admin(), [quota], reporter_id=job_reporter_id(client.job))
     if policy in ("fail", "block"):
         _first_report(reporter, client, forever=policy == "block")
     else:

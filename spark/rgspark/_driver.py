@@ -1,32 +1,91 @@
 """What the driver does before a helper's tasks run: the same for `throttle`, the sink and
 the wrapper of user functions, so that each checks the executors and counts in the same
-`client.stats[kind]`."""
+`client.stats[kind]`.
+
+Works on classic and Spark Connect sessions alike. A Connect session has no SparkContext,
+hence no accumulators: its stats count nothing and say so when read (`ThrottleStats`).
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import TYPE_CHECKING
 
-from ._checks import ensure_checked
+from ._checks import application_id, ensure_checked
+from ._release import release_when_done
 from ._stats import ThrottleStats
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from ._client import ResourceGroupClient
 
-__all__ = ["prepare", "stats_for"]
+__all__ = [
+    "active_session",
+    "application_id",
+    "is_connect",
+    "prepare",
+    "stats_for",
+    "warn_hidden_token",
+]
+
+logger = logging.getLogger("rgspark")
+
+HIDDEN_TOKEN = (
+    "rgspark: a Spark Connect session shows the driver's Python neither spark.rgspark.token "
+    "nor spark.rgspark.tokenFile (its server hides the values of keys that match "
+    "spark.redaction.regex, set or not), so the client built from the configuration has no "
+    "token: when the admin server needs one, make the client with "
+    "ResourceGroupClient(url, tenant=..., namespace=..., token=...) and pass it to throttle"
+)
 
 
 def prepare(client: ResourceGroupClient, kind: str, spark: SparkSession) -> ThrottleStats:
-    """Check the executors (once per application and client) and return the client's
+    """Check the executors (once per application and client), have the client's job
+    released when the application ends (`rgspark._release`), and return the client's
     figures for `kind`, which the helper's tasks add to."""
     ensure_checked(client, spark)
+    release_when_done(client, spark)  # its workers' shares, at once when the application ends
     return stats_for(client, kind, spark)
 
 
 def stats_for(client: ResourceGroupClient, kind: str, spark: SparkSession) -> ThrottleStats:
     """The client's figures for `kind`, made on the driver the first time."""
     if kind not in client.stats:
-        client.stats[kind] = ThrottleStats(spark.sparkContext, kind)
+        client.stats[kind] = ThrottleStats(_context(spark), kind)
     stats: ThrottleStats = client.stats[kind]
     return stats
+
+
+def active_session() -> SparkSession | None:
+    """The calling thread's SparkSession, else the driver's default one (a ``foreachBatch``
+    callback, or a thread of the application's own, made none active), classic or Connect;
+    None in a task, or in a process without Spark."""
+    if "pyspark" not in sys.modules:  # nothing made a session: none to import PySpark for
+        return None
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    try:
+        return SparkSession.active()
+    except PySparkRuntimeError:  # none made, or a task's process
+        return None
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect session (whose classes live in
+    ``pyspark.sql.connect``): asked by its class, which needs none of Connect's packages."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
+def warn_hidden_token(spark: SparkSession) -> None:
+    """Say, on a Spark Connect session, that a client without a token may owe it to the
+    session hiding the token keys: unread, they would surface only as a rejected token."""
+    if is_connect(spark):
+        logger.warning(HIDDEN_TOKEN)
+
+
+def _context(spark: SparkSession) -> SparkContext | None:
+    return None if is_connect(spark) else spark.sparkContext

@@ -23,6 +23,7 @@ __all__ = [
     "AdminServerError",
     "AuthenticationError",
     "ConfigurationError",
+    "FiguresNotCountedError",
     "NamespaceNotFoundError",
     "PermissionDeniedError",
     "PolicyUnavailableError",
@@ -84,3 +85,9 @@ class UnexpectedResponseError(AdminServerError):
 class PolicyUnavailableError(RGSparkError):
     """Enforcement needs the group's policy, none has ever been fetched, and the client was
     configured to fail rather than run unlimited in that case."""
+
+
+class FiguresNotCountedError(RGSparkError):
+    """A client's stats were read on a Spark Connect session, which has no accumulators:
+    rgspark does not count its figures there (the server's are in ``rgadmin top`` and the
+    usage history)."""

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._client import ResourceGroupClient
-from ._driver import prepare
+from ._driver import active_session, prepare
 from ._exceptions import ConfigurationError
 from ._quota import NamespaceQuota
 from ._stats import ThrottleStats
@@ -83,8 +83,15 @@ def throttled_sink(
     larger row goes alone); after it returns, the rows are charged as msgs, and as bytes
     when `size` is given, and the next call waits as long as the limits need. For
     ``foreachBatch``, call ``batch_df.foreachPartition(throttled_sink(...))``.
+
+    Made on the driver of a SparkSession (classic or Connect), it checks the executors as
+    `throttle` does, and counts in ``client.stats[kind]`` unless given other `stats`.
     """
-    _check_kind(kind)
+    kind = _check_kind(kind)
+    spark = active_session()
+    if spark is not None:
+        counted = prepare(client, kind, spark)
+        stats = counted if stats is None else stats
 
     def run(rows: Iterable[Any]) -> None:
         quota = client.quota(kind)
@@ -135,7 +142,10 @@ def _sink_limits(quota: NamespaceQuota, kind: str, sized: bool) -> tuple[int, fl
 
 
 def _slices(batch: pa.RecordBatch, quota: NamespaceQuota, kind: str) -> Iterator[pa.RecordBatch]:
-    """Cut a batch into slices of about `BURST_S` of the rate in force when each is cut."""
+    """Cut a batch into slices of about `BURST_S` of the rate in force when each is cut.
+
+    Reads only `num_rows`, `nbytes` and ``slice(offset, length)``: an Arrow RecordBatch or
+    Table, or `rgspark._throttled`'s wrapper of a pandas batch."""
     rows = batch.num_rows
     row_bytes = batch.nbytes / rows if rows else 0.0
     offset = 0

@@ -5,6 +5,9 @@ DataFrame action's SQL execution (a streaming query's micro-batch is one), or el
 action's operation scope. The driver merges what tasks send as they finish, so an action's
 figures are complete once it has returned.
 
+A Spark Connect session has no accumulators: its stats count nothing, and reading their figures
+raises `FiguresNotCountedError` rather than showing zeros.
+
 Imports nothing of PySpark, so `import rgspark` stays light.
 """
 
@@ -12,6 +15,8 @@ from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, NamedTuple
+
+from ._exceptions import FiguresNotCountedError
 
 if TYPE_CHECKING:
     from pyspark import Accumulator, SparkContext
@@ -25,6 +30,10 @@ __all__ = ["ActionStats", "ThrottleStats"]
 
 # Actions whose figures the driver keeps; the totals count every one.
 KEPT_ACTIONS = 16
+NOT_COUNTED = (
+    "The figures of a Spark Connect session are not counted by rgspark yet: the group's usage "
+    "is in `rgadmin top` and the usage history (/admin/v2/resourcegroups/GROUP/usage)"
+)
 
 
 class ActionStats(NamedTuple):
@@ -45,47 +54,66 @@ class ThrottleStats:
     """What went through one kind of traffic (driver-side): running totals over every action
     since it was made, and `last`, the figures of the last action.
 
-    ``client.stats["publish"]`` is made by `throttle`; pass one to `throttled_sink` as
-    ``stats=``. The figures are complete once an action has returned.
+    ``client.stats["publish"]`` is made by the first helper that runs for the client (`throttle`,
+    `throttled_sink`); pass one to `throttled_sink` as ``stats=`` to count apart. The figures are
+    complete once an action has returned.
+
+    Made with `context` None (as the helpers make them for a Spark Connect session, which has no
+    SparkContext), it counts nothing, and reading a figure raises `FiguresNotCountedError`.
     """
 
     __slots__ = ("_figures", "kind")
 
-    def __init__(self, context: SparkContext, kind: str) -> None:
+    def __init__(self, context: SparkContext | None, kind: str) -> None:
         self.kind = kind
-        self._figures: Accumulator[Figures] = context.accumulator(Figures(), FiguresParam())
+        self._figures: Accumulator[Figures] | None = (
+            None if context is None else context.accumulator(Figures(), FiguresParam())
+        )
+
+    @property
+    def counted(self) -> bool:
+        """Whether the figures are counted: False for a Spark Connect session's."""
+        return self._figures is not None
 
     def add(self, rows: int, nbytes: int, waited_s: float) -> None:
         """Count a slice a task sent, that waited `waited_s` before it was released."""
-        now = time.time()
-        self._figures.add(Figures.of(_action(), rows, nbytes, waited_s, now - waited_s, now))
+        if self._figures is not None:
+            now = time.time()
+            self._figures.add(Figures.of(_action(), rows, nbytes, waited_s, now - waited_s, now))
 
     @property
     def rows(self) -> int:
         """Rows, over every action."""
-        return self._figures.value.rows
+        return self._value().rows
 
     @property
     def bytes(self) -> int:
         """Bytes, over every action."""
-        return self._figures.value.bytes
+        return self._value().bytes
 
     @property
     def task_throttled_s(self) -> float:
         """Seconds tasks were held back, summed over the tasks of every action: not wall
         time (see `last` for an action's)."""
-        return self._figures.value.held_s
+        return self._value().held_s
 
     @property
     def last(self) -> ActionStats | None:
         """The last action's figures (the one that started last); None before any."""
-        actions = self._figures.value.actions
+        actions = self._value().actions
         if not actions:
             return None
         rows, nbytes, held_s, start, end = max(actions.values(), key=lambda entry: entry[3])
         return ActionStats(int(rows), int(nbytes), end - start, held_s)
 
+    def _value(self) -> Figures:
+        if self._figures is None:
+            raise FiguresNotCountedError(NOT_COUNTED)
+        return self._figures.value
+
     def __repr__(self) -> str:
+        if self._figures is None:
+            return f"ThrottleStats(kind={self.kind!r}, not counted: a Spark Connect session)"
         return (
             f"ThrottleStats(kind={self.kind!r}, rows={self.rows}, bytes={self.bytes}, "
             f"task_throttled_s={self.task_throttled_s:.3f}, last={self.last})"
