@@ -18,6 +18,7 @@ from ._exceptions import (
     AdminServerError,
     AuthenticationError,
     ConfigurationError,
+    FiguresNotCountedError,
     NamespaceNotFoundError,
     PermissionDeniedError,
     PolicyUnavailableError,
@@ -29,6 +30,7 @@ from ._limiter import Charges, Limiter
 from ._reader import ThrottledReader
 from ._spark import throttle, throttled_sink
 from ._stats import ActionStats, ThrottleStats
+from ._throttled import throttled
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,6 +41,7 @@ __all__ = [
     "AuthenticationError",
     "Charges",
     "ConfigurationError",
+    "FiguresNotCountedError",
     "Limiter",
     "NamespaceNotFoundError",
     "PermissionDeniedError",
@@ -51,6 +54,7 @@ __all__ = [
     "TokenBucket",
     "UnexpectedResponseError",
     "throttle",
+    "throttled",
     "throttled_sink",
 ]
 
