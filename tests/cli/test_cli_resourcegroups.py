@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.cli.conftest import Rgadmin, failure, ok
 
 ALL_UNLIMITED = {
@@ -122,8 +124,15 @@ def test_a_rate_that_is_not_a_number_is_a_usage_error(rgadmin: Rgadmin) -> None:
 
 
 def test_names_pulsar_allows_reach_the_server_intact(rgadmin: Rgadmin) -> None:
-    names = ["a:b=c.d_e-f", "..", "."]
+    names = ["a:b=c.d_e-f", "...", ".x"]
     for name in names:
         ok(rgadmin("resourcegroups", "create", name, "-mp", "7"))
         assert group(rgadmin, name)["publishRateInMsgs"] == 7
     assert sorted(ok(rgadmin("resourcegroups", "list")).splitlines()) == sorted(names)
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_names_that_paths_normalise_are_refused(rgadmin: Rgadmin, name: str) -> None:
+    result = rgadmin("resourcegroups", "create", name, "-mp", "7")
+    assert result.exit_code == 1
+    assert f"Invalid ResourceGroup name '{name}'" in result.stderr

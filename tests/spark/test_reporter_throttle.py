@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from fastapi.testclient import TestClient
@@ -22,7 +23,7 @@ def test_a_throttled_reporter_waits_before_its_next_call(
     assert limit.status_code == 204
     quota = NamespaceQuota("t", "ns")
     with Reporter(
-        AdminClient(live_url, token=token("chatty")), [quota], wall_clock=FakeClock()
+        AdminClient(live_url, token=token("chatty")), [quota], wall_clock=FakeClock(time.time())
     ) as reporter:
         answers = []
         for _ in range(3):

@@ -310,7 +310,7 @@ def test_bad_arguments_raise_when_wrapping(monkeypatch: pytest.MonkeyPatch) -> N
     from pyspark.sql.functions import udf
     from pyspark.sql.types import LongType
 
-    monkeypatch.setattr("rgspark._throttled._session", lambda: None)
+    monkeypatch.setattr("rgspark._throttled.active_session", lambda: None)
     client = LocalClient(NamespaceQuota("t", "ns"))
 
     with pytest.raises(TypeError, match="throttled needs a function, not int"):
@@ -340,7 +340,7 @@ def local(
     fake_buckets: FakeMonotonicClock,  # noqa: F811 (the fixture imported above)
 ) -> Local:
     """Clients whose limits are given and run on fake time, with no session to check."""
-    monkeypatch.setattr("rgspark._throttled._session", lambda: None)
+    monkeypatch.setattr("rgspark._throttled.active_session", lambda: None)
 
     def make(rates: dict[str, float], cls: type[LocalClient] = LocalClient) -> LocalClient:
         quota = NamespaceQuota("t", "ns", sleep=fake_buckets.sleep)
