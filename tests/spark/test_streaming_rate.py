@@ -88,7 +88,9 @@ def run_query(
         assert query.exception() is None
     finally:
         query.stop()
-    return [json.loads(progress.json) for progress in query.recentProgress], logged_stamps(flow)
+    # PySpark 3.5 gives dicts; 4 gives StreamingQueryProgress objects.
+    progress = [p if isinstance(p, dict) else json.loads(p.json) for p in query.recentProgress]
+    return progress, logged_stamps(flow)
 
 
 def batches(progress: list[dict[str, Any]], stamps: list[float]) -> list[list[float]]:
