@@ -260,7 +260,8 @@ def test_what_the_function_sends_arrives_at_the_groups_rate(
     # No window more than a slice above the rate (what protects the endpoint), and no second
     # far below it.
     assert max(sliding) <= (1 + BURST_REL) * rate, seconds
-    assert min(seconds) >= (1 - SHORT_REL) * rate, seconds
+    # Every second after the first (the first may end before the shares have moved).
+    assert min(seconds[1:]) >= (1 - SHORT_REL) * rate, seconds
 
 
 @spark_job
