@@ -13,7 +13,7 @@ from app.access import Principal
 from app.errors import Forbidden, NotFound, TooManyRequests
 from app.quota.cache import ReportCache
 from app.quota.leases import lease_until
-from app.quota.repository import Claimed, UsageRepository
+from app.quota.repository import Claim, Claimed, UsageRepository
 from app.quota.types import NamespaceKey
 
 __all__ = [
@@ -56,15 +56,12 @@ def authorize_reporting(
 
 
 def claim_reporter(
-    session: Session,
-    principal: Principal,
-    reporter_id: str,
-    until: datetime | None,
-    ahead: Claimed | None = None,
+    session: Session, principal: Principal, reporter_id: str, claim: Claim | Claimed | None
 ) -> tuple[int | None, int]:
-    """The reporter belongs to the role that first reported with it; mark it alive until
-    ``until`` (None: a report too old to be stored, which marks nothing), unless its batch
-    marked it already, as ``ahead`` says (`UsageRepository.claim_all`).
+    """The reporter belongs to the role that first reported with it: mark it alive as
+    ``claim`` says, unless its batch's statement marked it already and this is what that
+    answered (`UsageRepository.claim_all`); None, for a report too old to be stored, marks
+    nothing.
 
     Returns the token of its rows (None if it has none) and the admin generation, read in
     the same statement.
@@ -72,10 +69,10 @@ def claim_reporter(
     queries = UsageRepository.of(session)
     # Alive: one statement marks it and returns the owner. Refused, the transaction rolls
     # back, and the mark with it.
-    if ahead is not None:
-        owner, token, generation = ahead
-    elif until is not None:
-        owner, token, generation = queries.claim(reporter_id, principal.role, until)
+    if isinstance(claim, Claim):
+        claim = queries.claim(claim.reporter_id, claim.role, claim.until)
+    if claim is not None:
+        owner, token, generation = claim
     else:
         generation = queries.generation()
         found = queries.owner(reporter_id)

@@ -357,9 +357,7 @@ def _claim(
     # The claim reads the admin generation too, before anything it guards is read (and, an
     # accepted report being soft state, has its commit not wait for the disk: see
     # `UsageRepository.claim`).
-    token, generation = claim_reporter(
-        session, principal, reporter_id, None if claimed is None else claimed.until, ahead
-    )
+    token, generation = claim_reporter(session, principal, reporter_id, ahead or claimed)
     # Rights before existence: a namespace the role may not report for is a 403 whether it
     # exists or not. Rights are admin state: known once under the generation.
     keys = [parse_namespace(name) for name in report.namespaces]

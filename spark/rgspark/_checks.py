@@ -34,13 +34,13 @@ from ._exceptions import (
     ServerUnreachableError,
     UnexpectedResponseError,
 )
+from ._session import application_id
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
     "CheckedClient",
-    "application_id",
     "check_driver",
     "check_executors",
     "ensure_checked",
@@ -167,12 +167,6 @@ def ensure_checked(client: CheckedClient, spark: SparkSession) -> None:
             client.namespace,
         )
     _checked[key] = None
-
-
-def application_id(spark: SparkSession) -> str:
-    """The Spark application's id, from the session's configuration: a Spark Connect session
-    has no SparkContext to ask."""
-    return str(spark.conf.get("spark.app.id"))
 
 
 def _fatal(client: CheckedClient, exc: AdminServerError) -> bool:

@@ -9,27 +9,19 @@ hence no accumulators: its stats count nothing and say so when read (`ThrottleSt
 from __future__ import annotations
 
 import logging
-import sys
 from typing import TYPE_CHECKING
 
-from ._checks import application_id, ensure_checked
+from ._checks import ensure_checked
 from ._release import release_when_done
+from ._session import is_connect, spark_context
 from ._stats import ThrottleStats
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from ._client import ResourceGroupClient
 
-__all__ = [
-    "active_session",
-    "application_id",
-    "is_connect",
-    "prepare",
-    "stats_for",
-    "warn_hidden_token",
-]
+__all__ = ["prepare", "stats_for", "warn_hidden_token"]
 
 logger = logging.getLogger("rgspark")
 
@@ -54,30 +46,9 @@ def prepare(client: ResourceGroupClient, kind: str, spark: SparkSession) -> Thro
 def stats_for(client: ResourceGroupClient, kind: str, spark: SparkSession) -> ThrottleStats:
     """The client's figures for `kind`, made on the driver the first time."""
     if kind not in client.stats:
-        client.stats[kind] = ThrottleStats(_context(spark), kind)
+        client.stats[kind] = ThrottleStats(spark_context(spark), kind)
     stats: ThrottleStats = client.stats[kind]
     return stats
-
-
-def active_session() -> SparkSession | None:
-    """The calling thread's SparkSession, else the driver's default one (a ``foreachBatch``
-    callback, or a thread of the application's own, made none active), classic or Connect;
-    None in a task, or in a process without Spark."""
-    if "pyspark" not in sys.modules:  # nothing made a session: none to import PySpark for
-        return None
-    from pyspark.errors import PySparkRuntimeError
-    from pyspark.sql import SparkSession
-
-    try:
-        return SparkSession.active()
-    except PySparkRuntimeError:  # none made, or a task's process
-        return None
-
-
-def is_connect(spark: SparkSession) -> bool:
-    """Whether `spark` is a Spark Connect session (whose classes live in
-    ``pyspark.sql.connect``): asked by its class, which needs none of Connect's packages."""
-    return type(spark).__module__.startswith("pyspark.sql.connect.")
 
 
 def warn_hidden_token(spark: SparkSession) -> None:
@@ -85,7 +56,3 @@ def warn_hidden_token(spark: SparkSession) -> None:
     session hiding the token keys: unread, they would surface only as a rejected token."""
     if is_connect(spark):
         logger.warning(HIDDEN_TOKEN)
-
-
-def _context(spark: SparkSession) -> SparkContext | None:
-    return None if is_connect(spark) else spark.sparkContext

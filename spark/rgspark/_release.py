@@ -30,11 +30,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from ._admin import AdminClient
+from ._session import release_key, spark_context
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from ._client import ResourceGroupClient
@@ -52,7 +54,7 @@ class _Application:
     """A Spark application (a Spark Connect session) whose end releases its clients' jobs."""
 
     stopped: Callable[[], bool]
-    context: Any
+    context: SparkContext | None
     """A classic session's SparkContext, stopped at exit before the release; else None."""
     clients: dict[str, ResourceGroupClient] = field(default_factory=dict)
     """By job: the first client of each job, whose server and token release it."""
@@ -68,7 +70,7 @@ _exit_hooked = False
 def release_when_done(client: ResourceGroupClient, spark: SparkSession) -> None:
     """Release `client`'s job when `spark`'s application ends (the session stops, or this
     process exits), once per application and job."""
-    application = _application_id(spark)
+    application = release_key(spark)
     key = (application, client.job)
     global _watcher, _exit_hooked
     with _lock:
@@ -77,7 +79,7 @@ def release_when_done(client: ResourceGroupClient, spark: SparkSession) -> None:
         known = _applications.get(application)
         if known is None:
             known = _applications[application] = _Application(
-                _stopped_test(spark), _classic_context(spark)
+                _stopped_test(spark), spark_context(spark)
             )
         known.clients.setdefault(client.job, client)
         if not _exit_hooked:
@@ -88,25 +90,9 @@ def release_when_done(client: ResourceGroupClient, spark: SparkSession) -> None:
             _watcher.start()
 
 
-def _application_id(spark: SparkSession) -> str:
-    """A Spark Connect session's id (the sessions of one Connect server share its
-    application, and each ends on its own); else the Spark application's id."""
-    session_id = getattr(spark, "session_id", None)
-    if isinstance(session_id, str):
-        return session_id
-    return str(spark.conf.get("spark.app.id"))
-
-
-def _classic_context(spark: SparkSession) -> Any:
-    """A classic session's SparkContext, None for a Spark Connect session (which has none:
-    asking for ``sparkContext`` raises there, ``_sc`` is simply missing)."""
-    context = getattr(spark, "_sc", None)
-    return context if context is not None and hasattr(context, "_jsc") else None
-
-
 def _stopped_test(spark: SparkSession) -> Callable[[], bool]:
     """Whether the session has stopped, asked without a call to the JVM or the server."""
-    context = _classic_context(spark)
+    context = spark_context(spark)
     if context is not None:
         kind = type(context)
         return lambda: (
@@ -140,9 +126,10 @@ def _at_exit() -> None:
     with _lock:
         running = list(_applications.items())
     for name, application in running:
-        if getattr(application.context, "_jsc", None) is not None:
+        context = application.context
+        if context is not None and context._jsc is not None:
             try:
-                application.context.stop()
+                context.stop()
             except Exception as exc:  # its workers then go with the JVM, a moment later
                 logger.debug("rgspark: could not stop the SparkContext at exit: %s", exc)
         _release(name)

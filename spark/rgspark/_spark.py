@@ -10,9 +10,10 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Callable
 
 from ._client import ResourceGroupClient
-from ._driver import active_session, prepare
+from ._driver import prepare
 from ._exceptions import ConfigurationError
 from ._quota import NamespaceQuota
+from ._session import active_session
 from ._stats import ThrottleStats
 from .wire import BURST_S, KINDS
 

@@ -19,8 +19,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from ._client import ResourceGroupClient
-from ._driver import active_session, prepare
+from ._driver import prepare
 from ._exceptions import ConfigurationError
+from ._session import active_session
 from ._spark import DEFAULT_SINK_ROWS, _check_kind, _slice_rows, _slices
 
 if TYPE_CHECKING:

@@ -198,41 +198,30 @@ def running(database: Path, driver: Driver) -> tuple[str, dict[str, Any]]:
 
 
 @spark_job
-def test_a_driver_that_exits_frees_its_workers_shares_at_once(
-    server: tuple[RGServer, Path], tmp_path: Path
+@pytest.mark.parametrize("end", ["exit", "stop"])
+def test_an_application_that_ends_frees_its_workers_shares_at_once(
+    server: tuple[RGServer, Path], tmp_path: Path, end: str
 ) -> None:
+    """The driver process exits, or its session stops while the process goes on."""
     rg, database = server
-    driver = Driver(rg, tmp_path, "exit")
+    driver = Driver(rg, tmp_path, end)
     job, _ = running(database, driver)
 
     driver.say("proceed")
     gone_at, seen = watch(database, job, lambda now: not now, timeout_s=60)
 
-    driver.finish()
-    assert driver.ended_at is not None and gone_at <= driver.ended_at + RELEASED_WITHIN_S
+    if end == "stop":
+        assert driver.thread.is_alive()  # the stop freed them: the driver has not ended yet
+        ended_at = driver.marker("stopped")["at"]
+        driver.finish()
+    else:
+        driver.finish()
+        assert driver.ended_at is not None
+        ended_at = driver.ended_at
+    assert gone_at <= ended_at + RELEASED_WITHIN_S, (ended_at, gone_at)
     assert_released_not_expired(gone_at, seen)
     time.sleep(2 * INTERVAL_S)  # none came back: no worker outlived the release
     assert leases(database, job) == {}
-
-
-@spark_job
-def test_a_stopped_session_frees_its_workers_shares_at_once(
-    server: tuple[RGServer, Path], tmp_path: Path
-) -> None:
-    rg, database = server
-    driver = Driver(rg, tmp_path, "stop")
-    job, _ = running(database, driver)
-
-    driver.say("proceed")
-    gone_at, seen = watch(database, job, lambda now: not now, timeout_s=60)
-
-    stopped_at = driver.marker("stopped")["at"]
-    assert gone_at - stopped_at <= RELEASED_WITHIN_S, (stopped_at, gone_at)
-    assert_released_not_expired(gone_at, seen)
-    time.sleep(2 * INTERVAL_S)
-    assert leases(database, job) == {}
-    assert driver.thread.is_alive()  # the stop freed them: the driver has not ended yet
-    driver.finish()
 
 
 @spark_job
