@@ -22,10 +22,12 @@ _Tickets = list[tuple[TokenBucket, int]]
 class Reservation:
     """A charge made: how long its caller must still wait, at the buckets' rates now."""
 
-    __slots__ = ("_tickets",)
+    __slots__ = ("_tickets", "expected")
 
     def __init__(self, tickets: _Tickets) -> None:
         self._tickets = tickets
+        #: Seconds to wait when it was made, at the rates then.
+        self.expected = self.remaining()
 
     def remaining(self) -> float:
         """Seconds until every bucket charged is clear for this caller; 0.0 once it is."""

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 from ._bucket import TokenBucket
 from ._demand import DemandEstimator
 from ._exceptions import ConfigurationError
-from ._limiter import Limiter
+from ._limiter import Limiter, Reservation
 from .wire import (
     BURST_S,
     DEMAND_CHANGE,
@@ -131,18 +131,28 @@ class NamespaceQuota:
 
     def acquire(self, kind: str, msgs: float, nbytes: float) -> float:
         """Charge `msgs` and `nbytes`, then wait until allowed on; returns seconds waited."""
+        return self.hold(kind, self.reserve(kind, msgs, nbytes), self._sleep)
+
+    def reserve(self, kind: str, msgs: float, nbytes: float) -> Reservation:
+        """Charge `msgs` and `nbytes` without waiting: the reservation says how long the
+        caller must still wait, at the rates in force when it asks (`hold`)."""
         reservation = self._limiter.reserve(self._charges(kind, msgs, nbytes))
-        expected = reservation.remaining()
         # Recorded before the wait, so that a report sent while this caller waits already
         # counts it as held back: its demand shows while it is throttled, not after.
-        self._record(kind, msgs, nbytes, expected)
+        self._record(kind, msgs, nbytes, reservation.expected)
+        return reservation
+
+    def hold(self, kind: str, reservation: Reservation, sleep: Callable[[float], object]) -> float:
+        """Sleep until `reservation` is clear; returns the seconds slept. Woken at least every
+        `MAX_SLEEP_S`, so that a raised allocation (a worker's share arriving after it was
+        charged at a trickle) releases it at once."""
+        expected = reservation.expected
         waited = 0.0
         while True:
-            # Woken at least every MAX_SLEEP_S: a raised allocation releases it at once.
             seconds = min(reservation.remaining(), MAX_SLEEP_S)
             if seconds <= 0:
                 break
-            self._sleep(seconds)
+            sleep(seconds)
             waited += seconds
         if waited > expected:  # the allocation fell meanwhile: held longer than foreseen
             self._record(kind, 0, 0, 0.0, held_before_s=waited - expected)

@@ -9,6 +9,7 @@ from collections.abc import Sized
 from typing import Callable, TypeVar
 
 from ._client import ResourceGroupClient
+from ._limiter import Reservation
 from ._quota import NamespaceQuota
 
 __all__ = ["ThrottledReader"]
@@ -23,7 +24,9 @@ class ThrottledReader:
 
     ``reader.read(lambda: source.read(n))`` waits until the previous reads are paid for, does
     the read, and charges its length as bytes (and one msg) against ``kind``. So a reader
-    running ahead of the rate pauses between reads instead of being cut off mid-read.
+    running ahead of the rate pauses between reads instead of being cut off mid-read. The
+    wait is asked again at the rates in force as it goes: a worker's first read, charged at the
+    trickle an idle process holds, waits only until the worker's share arrives.
 
     Counters, as PIP-211's offload metrics: `times_limited` (reads that had to wait),
     `throttled_s` (seconds waited in all), `max_window_bytes` (most bytes read in one window
@@ -34,7 +37,7 @@ class ThrottledReader:
         "_clock",
         "_limits",
         "_lock",
-        "_resume_at",
+        "_owed",
         "_sleep",
         "_window_bytes",
         "_window_start",
@@ -60,8 +63,8 @@ class ThrottledReader:
         self._clock = clock
         self._sleep = sleep
         self._lock = threading.Lock()
-        self._resume_at = clock()
-        self._window_start = self._resume_at
+        self._owed: Reservation | None = None  # the last read's charge
+        self._window_start = clock()
         self._window_bytes = 0
         self.times_limited = 0
         self.throttled_s = 0.0
@@ -69,22 +72,25 @@ class ThrottledReader:
 
     def read(self, read: Callable[[], T], size: Callable[[T], int] | None = None) -> T:
         """Wait while in debt, read, charge what was read; returns what `read` returned."""
-        wait = self._resume_at - self._clock()
-        if wait > 0:
+        owed = self._owed
+        if owed is not None and owed.remaining() > 0:
+            waited = self._quota().hold(self.kind, owed, self._sleep)
             with self._lock:
                 self.times_limited += 1
-                self.throttled_s += wait
-            self._sleep(wait)
+                self.throttled_s += waited
         data = read()
         nbytes = size(data) if size is not None else len(data)
-        if isinstance(self._limits, ResourceGroupClient):
-            self._limits = self._limits.quota(self.kind)  # once: this process's limits
-        owed = self._limits.charge(self.kind, 1, nbytes)
+        # The reads before were reserved earlier, so they are clear once this one is.
+        self._owed = self._quota().reserve(self.kind, 1, nbytes)
         now = self._clock()
         with self._lock:
-            self._resume_at = max(self._resume_at, now + owed)
             if now - self._window_start >= self.window_s:
                 self._window_start, self._window_bytes = now, 0
             self._window_bytes += nbytes
             self.max_window_bytes = max(self.max_window_bytes, self._window_bytes)
         return data
+
+    def _quota(self) -> NamespaceQuota:
+        if isinstance(self._limits, ResourceGroupClient):
+            self._limits = self._limits.quota(self.kind)  # once: this process's limits
+        return self._limits

@@ -645,6 +645,29 @@ def test_reader_charges_after_each_read_and_delays_the_next_while_in_debt(
     assert reader.throttled_s == pytest.approx(3.5)
 
 
+def test_a_read_charged_at_a_trickle_waits_only_until_the_share_arrives(
+    fake_buckets: FakeMonotonicClock,
+) -> None:
+    clock = fake_buckets
+    quota = NamespaceQuota("t", "ns")
+    quota.apply({"dispatchBytes": 10})  # an idle worker's trickle: 10 B/s
+
+    def sleep(seconds: float) -> None:
+        clock.sleep(seconds)
+        if clock() / 1e9 - start >= 0.3:  # the worker's share, 0.3 s into the wait
+            quota.apply({"dispatchBytes": 10_000})
+
+    reader = ThrottledReader(quota, "dispatch", clock=lambda: clock() / 1e9, sleep=sleep)
+    start = clock() / 1e9
+    source = Source(clock, [1000, 1000])
+    reader.read(source.read)  # 1000 bytes at 10 B/s: 99 s owed at the trickle
+    reader.read(source.read)
+
+    # Released by the share (debt of 997 bytes at 10,000 B/s), not after 99 s.
+    assert source.started[1] - start == pytest.approx(0.4, abs=0.1)
+    assert reader.throttled_s == pytest.approx(source.started[1] - start)
+
+
 def test_reader_counts_the_most_bytes_read_in_one_window(fake_buckets: FakeMonotonicClock) -> None:
     clock = fake_buckets
     reader, _ = reader_on(clock, 1000, window_s=1.0)
