@@ -56,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -219,7 +219,7 @@ def _measure(
 def _rounds(
     args: argparse.Namespace,
     order: Sequence[Server],
-    requests: dict[str, bytes | list[bytes]],
+    requests: Mapping[str, bytes | list[bytes]],
     expected_status: int = 200,
 ) -> dict[str, list[Round]]:
     """Warm every server up, then measure them in alternating rounds, in ``order``."""
@@ -380,25 +380,9 @@ def _benchmark(
 ) -> dict[str, Any]:
     auth = {server.name: _bearer(server, env, "admin") for server in (ours, postgres)}
     auth[bare.name] = auth[ours.name]
-    for server in (ours, postgres):
-        status, body = http_request(
-            server.port,
-            "PUT",
-            GROUP_PATH,
-            headers={**auth[server.name], "Content-Type": "application/json"},
-            body=json.dumps(GROUP_BODY).encode(),
-        )
-        if status != 204:
-            raise RuntimeError(f"{server.name}: PUT {GROUP_PATH} answered {status}: {body!r}")
-    # All must answer the same thing, or the comparison is not like for like.
+    _create_group((ours, postgres), auth)
     order = (bare, ours, postgres)
-    bodies = {}
-    for server in order:
-        status, body = http_request(server.port, "GET", GROUP_PATH, headers=auth[server.name])
-        if status != 200 or json.loads(body) != GROUP_BODY:
-            raise RuntimeError(f"{server.name}: GET {GROUP_PATH} answered {status}: {body!r}")
-        bodies[server.name] = body
-
+    bodies = _same_answers(order, auth)
     requests = {
         server.name: build_get(HOST, server.port, GROUP_PATH, auth[server.name]) for server in order
     }
@@ -430,24 +414,55 @@ def _benchmark(
             "endpoint": "async def, str path parameter, returns a constant dict[str, int]",
             **summary["bare"],
         },
-        "config": {
-            "concurrency": args.concurrency,
-            "seconds_per_round": args.seconds,
-            "rounds": args.rounds,
-            "warmup_seconds_per_server": args.warmup,
-            "workers": args.workers,
-            "order": "alternating rounds: bare, ours, ours on PostgreSQL, bare, ...",
-            "response_bytes": {name: len(body) for name, body in bodies.items()},
-            "uvicorn_loop": event_loop_name(),
-            "uvicorn_http": _uvicorn_http(),
-            "load_generator": (
-                f"benchmarks._http_load: {event_loop_name()} protocols, HTTP/1.1 keep-alive, "
-                "one request in flight per connection"
-            ),
-            "cpus": os.cpu_count(),
-            "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
-            "versions": _versions(),
-        },
+        "config": _config(args, bodies),
+    }
+
+
+def _create_group(servers: Sequence[Server], auth: dict[str, dict[str, str]]) -> None:
+    """The group the GET reads, created on each of ours with every field set."""
+    for server in servers:
+        status, body = http_request(
+            server.port,
+            "PUT",
+            GROUP_PATH,
+            headers={**auth[server.name], "Content-Type": "application/json"},
+            body=json.dumps(GROUP_BODY).encode(),
+        )
+        if status != 204:
+            raise RuntimeError(f"{server.name}: PUT {GROUP_PATH} answered {status}: {body!r}")
+
+
+def _same_answers(servers: Sequence[Server], auth: dict[str, dict[str, str]]) -> dict[str, bytes]:
+    """Each server's answer to the GET, by name; all must be the group as created, or the
+    comparison is not like for like."""
+    bodies = {}
+    for server in servers:
+        status, body = http_request(server.port, "GET", GROUP_PATH, headers=auth[server.name])
+        if status != 200 or json.loads(body) != GROUP_BODY:
+            raise RuntimeError(f"{server.name}: GET {GROUP_PATH} answered {status}: {body!r}")
+        bodies[server.name] = body
+    return bodies
+
+
+def _config(args: argparse.Namespace, bodies: dict[str, bytes]) -> dict[str, Any]:
+    """The run's settings, the answers' sizes, and the software and machine it ran on."""
+    return {
+        "concurrency": args.concurrency,
+        "seconds_per_round": args.seconds,
+        "rounds": args.rounds,
+        "warmup_seconds_per_server": args.warmup,
+        "workers": args.workers,
+        "order": "alternating rounds: bare, ours, ours on PostgreSQL, bare, ...",
+        "response_bytes": {name: len(body) for name, body in bodies.items()},
+        "uvicorn_loop": event_loop_name(),
+        "uvicorn_http": _uvicorn_http(),
+        "load_generator": (
+            f"benchmarks._http_load: {event_loop_name()} protocols, HTTP/1.1 keep-alive, "
+            "one request in flight per connection"
+        ),
+        "cpus": os.cpu_count(),
+        "load_average_at_end": [round(value, 2) for value in os.getloadavg()],
+        "versions": _versions(),
     }
 
 

@@ -574,17 +574,14 @@ def run(
 def _live(
     scenario: Scenario, servers: list[Server], key: bytes, trace: Path | None
 ) -> dict[str, Any]:
+    """Set the group up, run ``scenario``'s timeline in real time, then measure it."""
     turn = RoundRobin([server.port for server in servers])
     namespaces = sorted({m.namespace for m in scenario.members})
     admin = Admin(turn, create_token(subject=SUPERUSER, secret_key=key))
     role_token = create_token(subject=ROLE, secret_key=key)
     errors: list[str] = []
     runtimes: list[_Runtime] = []
-    changes: list[_QuotaChange] = []
-    previous = scenario.quota
-    for at_s, quota in scenario.quota_changes:
-        changes.append(_QuotaChange(at_s, quota, cut=quota < previous))
-        previous = quota
+    changes = _quota_changes(scenario)
     samples: list[_Sample] = []
     change_threads: list[threading.Thread] = []
     try:
@@ -596,45 +593,61 @@ def _live(
                 scenario, t0, runtimes, changes, samples, change_threads, admin, turn, role_token
             )
         finally:
-            for runtime in runtimes:
-                runtime.stop.set()
-            deadline = time.monotonic() + JOIN_TIMEOUT_S
-            for thread in [*(r.thread for r in runtimes if r.thread), *change_threads]:
-                thread.join(max(0.0, deadline - time.monotonic()))
-                if thread.is_alive():
-                    errors.append(f"thread {thread.name} still running {JOIN_TIMEOUT_S:.0f} s on")
+            errors += _end_threads(runtimes, change_threads)
     finally:
         admin.close()
     for runtime in runtimes:
         errors += runtime.errors
     errors += [f"quota change at {c.at_s:g} s: {c.error}" for c in changes if c.error]
     errors += [f"{count} x {what}" for what, count in sorted(turn.failed.items())]
+    return _figures(scenario, runtimes, changes, samples, turn, errors, trace)
 
+
+def _quota_changes(scenario: Scenario) -> list[_QuotaChange]:
+    """The scenario's quota changes, each a cut when it lowers the quota before it."""
+    changes = []
+    previous = scenario.quota
+    for at_s, quota in scenario.quota_changes:
+        changes.append(_QuotaChange(at_s, quota, cut=quota < previous))
+        previous = quota
+    return changes
+
+
+def _end_threads(runtimes: list[_Runtime], change_threads: list[threading.Thread]) -> list[str]:
+    """Tell every reporter to leave, and join every thread of the run within
+    `JOIN_TIMEOUT_S` in all: the threads still running then, as errors."""
+    errors = []
+    for runtime in runtimes:
+        runtime.stop.set()
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    for thread in [*(r.thread for r in runtimes if r.thread), *change_threads]:
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            errors.append(f"thread {thread.name} still running {JOIN_TIMEOUT_S:.0f} s on")
+    return errors
+
+
+def _figures(
+    scenario: Scenario,
+    runtimes: list[_Runtime],
+    changes: list[_QuotaChange],
+    samples: list[_Sample],
+    turn: RoundRobin,
+    errors: list[str],
+    trace: Path | None,
+) -> dict[str, Any]:
+    """quota_sim's metrics of the run, what was in force, and the reports sent."""
     windows = _windows(scenario, runtimes)
     if trace is not None:
         write_trace(trace, windows)
     after_cut = [s for s in samples if _after_cut(s, changes, scenario.interval_s)]
     steady = [s for s in samples if not _after_cut(s, changes, scenario.interval_s)]
-    reporter_seconds = sum(
-        min(math.inf if m.leave_s is None else m.leave_s, scenario.duration_s) - m.join_s
-        for m in scenario.members
-        if m.join_s < scenario.duration_s
-    )
+    reporter_seconds = _reporter_seconds(scenario)
     return {
         **rounded(metrics(scenario, windows)),
         "max_in_force_pct": _max_pct(steady),
         "max_in_force_pct_after_cut": _max_pct(after_cut) if after_cut else None,
-        "in_force_samples": {
-            "period_s": SAMPLE_S,
-            "count": len(samples),
-            "after_cut": len(after_cut),
-            # A reporter whose answer left publishMsgs unlimited: the sums leave it out.
-            "unlimited": sum(s.unlimited for s in samples),
-            "mean_pct_with_demand_over_quota": _round(
-                _mean_pct(s for s in steady if _total_demand(scenario, s.t_s) >= s.quota)
-            ),
-            "peak": _peak(steady),
-        },
+        "in_force_samples": _in_force_samples(scenario, samples, steady, after_cut),
         "first_answer_after_join_s": _spread(
             [r.first_answer_s for r in runtimes if r.first_answer_s is not None]
         ),
@@ -650,6 +663,35 @@ def _live(
         "simulated": _simulated(scenario),
         "errors": errors,
     }
+
+
+def _in_force_samples(
+    scenario: Scenario,
+    samples: list[_Sample],
+    steady: list[_Sample],
+    after_cut: list[_Sample],
+) -> dict[str, Any]:
+    """How many samples were taken, and what the steady ones had in force."""
+    return {
+        "period_s": SAMPLE_S,
+        "count": len(samples),
+        "after_cut": len(after_cut),
+        # A reporter whose answer left publishMsgs unlimited: the sums leave it out.
+        "unlimited": sum(s.unlimited for s in samples),
+        "mean_pct_with_demand_over_quota": _round(
+            _mean_pct(s for s in steady if _total_demand(scenario, s.t_s) >= s.quota)
+        ),
+        "peak": _peak(steady),
+    }
+
+
+def _reporter_seconds(scenario: Scenario) -> float:
+    """The seconds the scenario's reporters are in it, summed over them."""
+    return sum(
+        min(math.inf if m.leave_s is None else m.leave_s, scenario.duration_s) - m.join_s
+        for m in scenario.members
+        if m.join_s < scenario.duration_s
+    )
 
 
 def _conduct(

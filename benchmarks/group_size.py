@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,57 +78,93 @@ def _bodies(size: int, round_: int, interval_ms: int) -> list[bytes]:
     return bodies
 
 
+@dataclass
+class _Sender:
+    """Reports and releases on one keep-alive connection, and how many reports failed."""
+
+    connection: http.client.HTTPConnection
+    headers: dict[str, str]
+    failed: int = 0
+
+    def report(self, reporter: str, body: bytes) -> None:
+        sent = b'{"sentAtMs":%d,' % round(time.time() * 1000) + body
+        path = f"/quota/v1/reporters/{reporter}/reports"
+        status, answer = _post(self.connection, path, sent, self.headers)
+        self.failed += status != 200 or not json.loads(answer)["accepted"]
+
+    def release(self, reporter: str) -> None:
+        self.connection.request("DELETE", f"/quota/v1/reporters/{reporter}", headers=self.headers)
+        self.connection.getresponse().read()
+
+
+@dataclass
+class _Spent:
+    """What one cycle of rounds took: wall, server CPU and database CPU seconds."""
+
+    wall: float
+    server_cpu: float
+    database_cpu: float
+
+
 def _size(
     size: int, rate: float, min_reports: int, workdir: Path, env: dict[str, str], token: str
 ) -> dict[str, Any]:
+    """A group of ``size`` workers on a server of its own: what a report costs it."""
     interval_s = max(1.0, size / rate)
     server = serve_rgadmin(
         workdir, f"size-{size}", {**env, "RG_REPORT_INTERVAL_SECONDS": str(interval_s)}
     )
     database = DatabaseCpu(env["RG_DATABASE_URL"])
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    connection = http.client.HTTPConnection(HOST, server.port, timeout=60)
+    sender = _Sender(http.client.HTTPConnection(HOST, server.port, timeout=60), headers)
     rounds = [_bodies(size, index, round(interval_s * 1000)) for index in range(len(ROUNDS))]
-    failed = 0
     meter = Meter(server, database)
-    wall = server_cpu = database_cpu = 0.0
-
-    def send(path: str, body: bytes) -> None:
-        nonlocal failed
-        sent = b'{"sentAtMs":%d,' % round(time.time() * 1000) + body
-        status, answer = _post(connection, path, sent, headers)
-        failed += status != 200 or not json.loads(answer)["accepted"]
-
+    # Small groups run their rounds again, with new workers, until they have made
+    # ``min_reports``: a figure of a few dozen reports would be noise.
+    cycles = max(1, -(-min_reports // (size * len(ROUNDS))))
     try:
-        # A warm-up in another group, released before the clock starts: the first reports
-        # of a process compile its statements and fill its caches.
-        for bodies in _bodies(WARM_UP, 0, 1000), _bodies(WARM_UP, 1, 1000):
-            for worker, body in enumerate(bodies):
-                send(f"/quota/v1/reporters/warm-{worker}/reports", body.replace(b"job-0", b"job-1"))
-        for worker in range(WARM_UP):
-            connection.request("DELETE", f"/quota/v1/reporters/warm-{worker}", headers=headers)
-            connection.getresponse().read()
-        # Small groups run their rounds again, with new workers, until they have made
-        # ``min_reports``: a figure of a few dozen reports would be noise.
-        cycles = max(1, -(-min_reports // (size * len(ROUNDS))))
-        for cycle in range(cycles):
-            meter.start()
-            for bodies in rounds:
-                for worker, body in enumerate(bodies):
-                    send(f"/quota/v1/reporters/w{size}-{cycle}-{worker:05d}/reports", body)
-            meter.stop()
-            wall += meter.wall
-            server_cpu += meter.server_cpu or 0.0
-            database_cpu += meter.database_cpu
-            for worker in range(size):
-                path = f"/quota/v1/reporters/w{size}-{cycle}-{worker:05d}"
-                connection.request("DELETE", path, headers=headers)
-                connection.getresponse().read()
+        _warm_up(sender)
+        spent = [_cycle(sender, meter, rounds, f"w{size}-{cycle}") for cycle in range(cycles)]
     finally:
-        connection.close()
+        sender.connection.close()
         database.close()
         stop(server)
-    reports = size * len(ROUNDS) * cycles
+    return _per_report(size, interval_s, size * len(ROUNDS) * cycles, spent, sender.failed)
+
+
+def _warm_up(sender: _Sender) -> None:
+    """Reports in another group, released before the clock starts: the first reports of a
+    process compile its statements and fill its caches."""
+    for bodies in _bodies(WARM_UP, 0, 1000), _bodies(WARM_UP, 1, 1000):
+        for worker, body in enumerate(bodies):
+            sender.report(f"warm-{worker}", body.replace(b"job-0", b"job-1"))
+    for worker in range(WARM_UP):
+        sender.release(f"warm-{worker}")
+
+
+def _cycle(sender: _Sender, meter: Meter, rounds: list[list[bytes]], prefix: str) -> _Spent:
+    """Every round, each worker (``prefix``-numbered) reporting once, timed; then every
+    worker released, untimed."""
+    meter.start()
+    for bodies in rounds:
+        for worker, body in enumerate(bodies):
+            sender.report(f"{prefix}-{worker:05d}", body)
+    meter.stop()
+    spent = _Spent(meter.wall, meter.server_cpu or 0.0, meter.database_cpu)
+    for worker in range(len(rounds[0])):
+        sender.release(f"{prefix}-{worker:05d}")
+    return spent
+
+
+def _per_report(
+    size: int, interval_s: float, reports: int, spent: list[_Spent], failed: int
+) -> dict[str, Any]:
+    """The cycles' seconds, summed in the order they ran, in milliseconds per report."""
+    wall = server_cpu = database_cpu = 0.0
+    for cycle in spent:
+        wall += cycle.wall
+        server_cpu += cycle.server_cpu
+        database_cpu += cycle.database_cpu
     return {
         "workers": size,
         "report_interval_seconds": interval_s,

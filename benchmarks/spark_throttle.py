@@ -68,7 +68,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -346,28 +346,9 @@ def overhead(
     rounds: int,
     cores: int,
 ) -> dict[str, Any]:
-    from rgspark import throttle
-
-    df = spark.range(rows, numPartitions=cores).selectExpr(
-        "id", "id * 3 AS a", "CAST(id AS DOUBLE) * 0.5 AS b", "CAST(id % 1000 AS STRING) AS s"
-    )
-
-    def identity(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        yield from batches
-
-    jobs = {
-        "identity": df.mapInArrow(identity, df.schema),
-        "throttle": throttle(df, client, "publish"),
-    }
-    # The JVM runs the Python workers: its process tree is the job's CPU, and the server's
-    # is the reports'. Other load on the machine is in neither.
-    gateway = getattr(spark.sparkContext, "_gateway", None)
-    jvm_pid: int | None = getattr(getattr(gateway, "proc", None), "pid", None)
-
-    def cpu_seconds() -> float | None:
-        jvm = None if jvm_pid is None else process_tree_cpu_seconds(jvm_pid)
-        served = server.cpu_seconds()
-        return None if jvm is None or served is None else jvm + served
+    """Throttle's throughput against the identity's, in pairs (see the module's docstring)."""
+    jobs = _overhead_jobs(spark, client, rows, cores)
+    cpu_seconds = _job_cpu_clock(spark, server)
 
     def timed(name: str) -> Round:
         cpu = cpu_seconds()
@@ -384,9 +365,50 @@ def overhead(
     for i in range(rounds):
         order = ("identity", "throttle") if i % 2 == 0 else ("throttle", "identity")
         pairs.append({name: timed(name) for name in order})
+    return _overhead_summary(pairs, rows, rounds, client)
+
+
+def _overhead_jobs(
+    spark: SparkSession, client: ResourceGroupClient, rows: int, cores: int
+) -> dict[str, DataFrame]:
+    """The same DataFrame through an identity ``mapInArrow`` and through `throttle`."""
+    from rgspark import throttle
+
+    df = spark.range(rows, numPartitions=cores).selectExpr(
+        "id", "id * 3 AS a", "CAST(id AS DOUBLE) * 0.5 AS b", "CAST(id % 1000 AS STRING) AS s"
+    )
+
+    def identity(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        yield from batches
+
+    return {
+        "identity": df.mapInArrow(identity, df.schema),
+        "throttle": throttle(df, client, "publish"),
+    }
+
+
+def _job_cpu_clock(spark: SparkSession, server: Server) -> Callable[[], float | None]:
+    """A clock of the CPU seconds a job and its reports take (None where unknown)."""
+    # The JVM runs the Python workers: its process tree is the job's CPU, and the server's
+    # is the reports'. Other load on the machine is in neither.
+    gateway = getattr(spark.sparkContext, "_gateway", None)
+    jvm_pid: int | None = getattr(getattr(gateway, "proc", None), "pid", None)
+
+    def cpu_seconds() -> float | None:
+        jvm = None if jvm_pid is None else process_tree_cpu_seconds(jvm_pid)
+        served = server.cpu_seconds()
+        return None if jvm is None or served is None else jvm + served
+
+    return cpu_seconds
+
+
+def _overhead_summary(
+    pairs: list[dict[str, Round]], rows: int, rounds: int, client: ResourceGroupClient
+) -> dict[str, Any]:
+    names = ("identity", "throttle")
     ratios = [pair["throttle"].rows_per_s / pair["identity"].rows_per_s for pair in pairs]
-    medians = {name: statistics.median(pair[name].rows_per_s for pair in pairs) for name in jobs}
-    best = {name: max(pair[name].rows_per_s for pair in pairs) for name in jobs}
+    medians = {name: statistics.median(pair[name].rows_per_s for pair in pairs) for name in names}
+    best = {name: max(pair[name].rows_per_s for pair in pairs) for name in names}
     cpu_ratios = [
         pair["throttle"].rows_per_cpu_s / pair["identity"].rows_per_cpu_s
         for pair in pairs
@@ -486,44 +508,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     import pyspark
 
-    cores, seconds = args.cores, args.seconds
-    head_s = min(HEAD_S, seconds / 4)
+    head_s = min(HEAD_S, args.seconds / 4)
     # First, while nothing else of this benchmark runs.
     cost_per_charge = charge_cost(args.charges, args.rounds)
     with admin_server(workdir, args.report_interval) as setup:
-        setup.put_group("msgs", publishRateInMsgs=args.rate)
-        setup.namespace("msgs", "msgs")
-        setup.put_group("short", publishRateInMsgs=args.rate)
-        setup.namespace("short", "short")
-        setup.put_group("open")  # no rate set: nothing limited
-        setup.namespace("open", "open")
-        # Small batches and buffers, so that rows are timed as they leave `throttle`.
-        timing = {
-            "spark.sql.execution.arrow.maxRecordsPerBatch": "100",
-            "spark.buffer.size": "1024",
-        }
-        with spark_session(cores, timing) as spark:
-            reports = reporting(spark, setup, "short", args.rate, 2 * seconds, cores)
-            msgs_df = spark.range(round(args.rate * seconds), numPartitions=cores)
-            msgs = accuracy(spark, setup, "msgs", msgs_df, args.rate, "msgs/s", workdir, head_s)
-            bytes_df = spark.range(round(args.rate * seconds), numPartitions=cores).selectExpr(
-                "id", "id * 7 AS a", "CAST(id AS DOUBLE) / 3 AS b"
-            )
-            byte_rate = round(arrow_bytes(bytes_df) / seconds)
-            setup.put_group("bytes", publishRateInBytes=byte_rate)
-            setup.namespace("bytes", "bytes")
-            nbytes = accuracy(
-                spark, setup, "bytes", bytes_df, byte_rate, "bytes/s", workdir, head_s
-            )
-        # Spark's defaults, said again: PySpark's builder keeps options given to earlier
-        # sessions in this process.
-        defaults = {
-            "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
-            "spark.buffer.size": "65536",
-        }
-        with spark_session(cores, defaults) as spark:
-            client = setup.client("open")
-            cost = overhead(spark, client, setup.server, args.rows, args.rounds, cores)
+        _add_groups(setup, args.rate)
+        reports, msgs, nbytes = _small_batch_jobs(setup, args, workdir, head_s)
+        cost = _overhead_job(setup, args)
         server_log = setup.server.log.read_text(errors="replace")
     meets = {
         "accuracy": all(r["within_bar"] and r["long_enough"] for r in (msgs, nbytes)),
@@ -537,58 +528,116 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "reporting": reports,
         "charge_cost": cost_per_charge,
         "meets_bars": meets,
-        "method": {
-            "reporting": (
-                "A group of its own at --rate msgs/s; twice --seconds of rows in partitions of "
-                f"about {SHORT_TASK_S:g} s per worker, through throttle(df, client, 'publish'), "
-                "after one small warm-up job with the same client. Reports answered: the server's "
-                "rg_http_requests_total for POST .../reports, read "
-                f"{SETTLE_S:g} s into the job and at its end. Figure: those reports per worker "
-                f"per lease ({Settings().report_lease_seconds:g} s). Bar: <= "
-                f"{REPORTS_PER_LEASE_BAR:g}."
-            ),
-            "accuracy": (
-                "Each job runs through throttle(df, client, 'publish') then an identity "
-                "mapInArrow that logs (time, rows) per Arrow batch; maxRecordsPerBatch=100 and "
-                "spark.buffer.size=1024 so that batches reach it within milliseconds of their "
-                "release. Steady window: from the last task's first batch plus "
-                f"{head_s:g} s to the first task's last batch, i.e. while every task runs, "
-                "leaving out Spark's startup and the first allocations. Achieved rate: rows "
-                "logged after the window's first batch up to its last, over the time between "
-                "the two (over the whole flow when the job is too short to have a steady "
-                "part: steady_part false); for bytes, times the bytes per row throttle charged "
-                "(client.stats['publish']). Bar: |achieved/quota - 1| <= "
-                f"{ACCURACY_BAR:g} over a window of at least {MIN_WINDOW_S:g} s."
-            ),
-            "overhead": (
-                "A group with no rate set. Each round writes the same DataFrame to the noop "
-                "sink through throttle(df) and through an identity mapInArrow, the two back to "
-                "back in alternating order, with Spark's default batch and buffer sizes, after "
-                "one untimed run of each. Figure (ratio): the median over rounds of throttle's "
-                "rows/s over the identity's; ratio_of_best compares each side's fastest round, "
-                "cpu_ratio the rows per CPU second of the JVM's process tree (Spark and its "
-                f"Python workers) and the server. Bar: ratio >= {OVERHEAD_BAR:g}."
-            ),
-            "charge_cost": (
-                f"In this process, before Spark starts: a NamespaceQuota whose four dimensions "
-                f"allow {UNWAITED_RATE:g}/s (so that no call waits) and the real Limiter and "
-                f"TokenBuckets behind it; acquire('publish', {CHARGE_ROWS}, {CHARGE_BYTES}) "
-                "called --charges times per round, after one untimed call. Figure: the median "
-                "over --rounds rounds of the microseconds per call. Information, no bar."
-            ),
-        },
-        "config": {
-            "master": f"local[{cores}]",
-            "partitions": cores,
-            "seconds": seconds,
-            "quick": args.quick,
-            "report_interval_s": args.report_interval,
-            "server": "rgadmin serve --workers 1 --no-access-log (SQLite)",
-            "server_errors_logged": server_log.count("Traceback"),
-            "pyspark": pyspark.__version__,
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "method": _method(head_s),
+        "config": _config(args, server_log, pyspark.__version__),
+    }
+
+
+def _add_groups(setup: Setup, rate: int) -> None:
+    """The groups known before Spark starts, each with its namespace: two at ``rate`` msgs/s
+    and one that limits nothing. (The bytes group's rate is measured in Spark.)"""
+    setup.put_group("msgs", publishRateInMsgs=rate)
+    setup.namespace("msgs", "msgs")
+    setup.put_group("short", publishRateInMsgs=rate)
+    setup.namespace("short", "short")
+    setup.put_group("open")  # no rate set: nothing limited
+    setup.namespace("open", "open")
+
+
+def _small_batch_jobs(
+    setup: Setup, args: argparse.Namespace, workdir: Path, head_s: float
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The reporting job, then the msgs and bytes accuracy jobs: (reporting, msgs, bytes)."""
+    cores, seconds = args.cores, args.seconds
+    # Small batches and buffers, so that rows are timed as they leave `throttle`.
+    timing = {
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100",
+        "spark.buffer.size": "1024",
+    }
+    with spark_session(cores, timing) as spark:
+        reports = reporting(spark, setup, "short", args.rate, 2 * seconds, cores)
+        msgs_df = spark.range(round(args.rate * seconds), numPartitions=cores)
+        msgs = accuracy(spark, setup, "msgs", msgs_df, args.rate, "msgs/s", workdir, head_s)
+        bytes_df = spark.range(round(args.rate * seconds), numPartitions=cores).selectExpr(
+            "id", "id * 7 AS a", "CAST(id AS DOUBLE) / 3 AS b"
+        )
+        byte_rate = round(arrow_bytes(bytes_df) / seconds)
+        setup.put_group("bytes", publishRateInBytes=byte_rate)
+        setup.namespace("bytes", "bytes")
+        nbytes = accuracy(spark, setup, "bytes", bytes_df, byte_rate, "bytes/s", workdir, head_s)
+    return reports, msgs, nbytes
+
+
+def _overhead_job(setup: Setup, args: argparse.Namespace) -> dict[str, Any]:
+    """`overhead` in the group that limits nothing, at Spark's default batch and buffer sizes."""
+    # Spark's defaults, said again: PySpark's builder keeps options given to earlier
+    # sessions in this process.
+    defaults = {
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+        "spark.buffer.size": "65536",
+    }
+    with spark_session(args.cores, defaults) as spark:
+        client = setup.client("open")
+        return overhead(spark, client, setup.server, args.rows, args.rounds, args.cores)
+
+
+def _method(head_s: float) -> dict[str, str]:
+    """How each figure is measured, as the report states it."""
+    return {
+        "reporting": (
+            "A group of its own at --rate msgs/s; twice --seconds of rows in partitions of "
+            f"about {SHORT_TASK_S:g} s per worker, through throttle(df, client, 'publish'), "
+            "after one small warm-up job with the same client. Reports answered: the server's "
+            "rg_http_requests_total for POST .../reports, read "
+            f"{SETTLE_S:g} s into the job and at its end. Figure: those reports per worker "
+            f"per lease ({Settings().report_lease_seconds:g} s). Bar: <= "
+            f"{REPORTS_PER_LEASE_BAR:g}."
+        ),
+        "accuracy": (
+            "Each job runs through throttle(df, client, 'publish') then an identity "
+            "mapInArrow that logs (time, rows) per Arrow batch; maxRecordsPerBatch=100 and "
+            "spark.buffer.size=1024 so that batches reach it within milliseconds of their "
+            "release. Steady window: from the last task's first batch plus "
+            f"{head_s:g} s to the first task's last batch, i.e. while every task runs, "
+            "leaving out Spark's startup and the first allocations. Achieved rate: rows "
+            "logged after the window's first batch up to its last, over the time between "
+            "the two (over the whole flow when the job is too short to have a steady "
+            "part: steady_part false); for bytes, times the bytes per row throttle charged "
+            "(client.stats['publish']). Bar: |achieved/quota - 1| <= "
+            f"{ACCURACY_BAR:g} over a window of at least {MIN_WINDOW_S:g} s."
+        ),
+        "overhead": (
+            "A group with no rate set. Each round writes the same DataFrame to the noop "
+            "sink through throttle(df) and through an identity mapInArrow, the two back to "
+            "back in alternating order, with Spark's default batch and buffer sizes, after "
+            "one untimed run of each. Figure (ratio): the median over rounds of throttle's "
+            "rows/s over the identity's; ratio_of_best compares each side's fastest round, "
+            "cpu_ratio the rows per CPU second of the JVM's process tree (Spark and its "
+            f"Python workers) and the server. Bar: ratio >= {OVERHEAD_BAR:g}."
+        ),
+        "charge_cost": (
+            f"In this process, before Spark starts: a NamespaceQuota whose four dimensions "
+            f"allow {UNWAITED_RATE:g}/s (so that no call waits) and the real Limiter and "
+            f"TokenBuckets behind it; acquire('publish', {CHARGE_ROWS}, {CHARGE_BYTES}) "
+            "called --charges times per round, after one untimed call. Figure: the median "
+            "over --rounds rounds of the microseconds per call. Information, no bar."
+        ),
+    }
+
+
+def _config(args: argparse.Namespace, server_log: str, pyspark_version: str) -> dict[str, Any]:
+    """The run's settings, what the server logged going wrong, and the software it ran on."""
+    return {
+        "master": f"local[{args.cores}]",
+        "partitions": args.cores,
+        "seconds": args.seconds,
+        "quick": args.quick,
+        "report_interval_s": args.report_interval,
+        "server": "rgadmin serve --workers 1 --no-access-log (SQLite)",
+        "server_errors_logged": server_log.count("Traceback"),
+        "pyspark": pyspark_version,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
     }
 
 

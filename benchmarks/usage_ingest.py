@@ -87,7 +87,7 @@ import tempfile
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -516,9 +516,6 @@ def _broker_scale(
     )
     database = DatabaseCpu(env["RG_DATABASE_URL"])
     fleet = BrokerFleet(layout)
-    kinds = ["first", *["settling"] * args.settle_intervals, *["steady"] * args.steady_intervals]
-    if args.changed_interval:
-        kinds += ["changed", *["settling after change"] * args.settle_intervals]
     intervals: list[Interval] = []
     # Each connection is kept for the run, as a broker keeps its own: behind several
     # server processes, a reporter's reports reach the process that answered its last.
@@ -526,15 +523,10 @@ def _broker_scale(
         http.client.HTTPConnection(HOST, server.port, timeout=REPORT_TIMEOUT_S)
         for _ in range(args.broker_senders)
     ]
-    order = list(range(layout.reporters))
-    if len(connections) > 1:
-        # Not in the order of the layout, whose neighbours share every namespace (and so
-        # would wait on each other's locks throughout); the same each interval, so that
-        # each broker reports an interval after its last, as it would on its own clock.
-        fleet.random.shuffle(order)
+    order = _sending_order(fleet, len(connections))
     started = time.perf_counter()
     try:
-        for kind in kinds:
+        for kind in _interval_kinds(args):
             bodies = fleet.bodies(kind)
             meter = Meter(server, database)
             intervals.append(_broker_interval(meter, bodies, token, kind, connections, order))
@@ -545,34 +537,41 @@ def _broker_scale(
             connection.close()
         database.close()
         stop(server)
-    summaries = [interval.summary() for interval in intervals]
+    return _broker_summary(args, layout, [interval.summary() for interval in intervals], sampling)
+
+
+def _interval_kinds(args: argparse.Namespace) -> list[str]:
+    """The broker intervals to run, in turn: the first, settling, steady, and, with
+    ``--changed-interval``, the change and the settling after it."""
+    kinds = ["first", *["settling"] * args.settle_intervals, *["steady"] * args.steady_intervals]
+    if args.changed_interval:
+        kinds += ["changed", *["settling after change"] * args.settle_intervals]
+    return kinds
+
+
+def _sending_order(fleet: BrokerFleet, senders: int) -> list[int]:
+    """The order the reporters send in, every interval."""
+    order = list(range(fleet.layout.reporters))
+    if senders > 1:
+        # Not in the order of the layout, whose neighbours share every namespace (and so
+        # would wait on each other's locks throughout); the same each interval, so that
+        # each broker reports an interval after its last, as it would on its own clock.
+        fleet.random.shuffle(order)
+    return order
+
+
+def _broker_summary(
+    args: argparse.Namespace,
+    layout: Layout,
+    summaries: list[dict[str, Any]],
+    sampling: dict[str, Any],
+) -> dict[str, Any]:
+    """The intervals against the bar: the steady ones' median wall time, and every one's."""
     steady = [s for s in summaries if s["kind"] == "steady"]
     steady_wall = statistics.median(s["server_wall_seconds"] for s in steady) if steady else None
     bar = BROKER_BAR_FRACTION * BROKER_INTERVAL_S
     return {
-        "model": {
-            "source": "PIP-82, resource consumption considerations",
-            "reporters": layout.reporters,
-            "namespaces_per_reporter": layout.per_reporter,
-            "namespaces": layout.namespaces,
-            "groups": layout.namespaces,
-            "reporters_per_namespace": layout.spread,
-            "reporters_per_group": layout.spread,
-            "assignment": "namespace n is served by reporters spread*n .. spread*n+spread-1 "
-            "(mod reporters), each namespace in a group of its own",
-            "dimensions_limited": list(DIMENSIONS),
-            "figures": f"publish demand 0.2-1.6 x an equal share of the quota; every figure "
-            f"jitters by up to {STEADY_JITTER:.0%} each interval (steady), or all demands "
-            f"grow {CHANGE:.0%} at once (changed)",
-            "report_interval_seconds": BROKER_INTERVAL_S,
-            "sending": "one interval's reports one after another on one keep-alive "
-            "connection, sentAtMs = now"
-            if args.broker_senders == 1
-            else f"one interval's reports over {args.broker_senders} keep-alive connections "
-            "at once (reporter r on connection r mod senders, in one shuffled order every "
-            "interval), sentAtMs = now",
-            "server_processes": args.broker_server_processes,
-        },
+        "model": _broker_model(args, layout),
         "bar_seconds": bar,
         "first_interval": summaries[0],
         "steady_interval_seconds": steady_wall,
@@ -583,6 +582,33 @@ def _broker_scale(
         "every_interval_meets_bar": all(s["server_wall_seconds"] < bar for s in summaries),
         "history_sampling": sampling,
         "failed": sum(s["failed"] for s in summaries),
+    }
+
+
+def _broker_model(args: argparse.Namespace, layout: Layout) -> dict[str, Any]:
+    """The broker shape as run: PIP-82's model at ``layout``'s size, and how it was sent."""
+    return {
+        "source": "PIP-82, resource consumption considerations",
+        "reporters": layout.reporters,
+        "namespaces_per_reporter": layout.per_reporter,
+        "namespaces": layout.namespaces,
+        "groups": layout.namespaces,
+        "reporters_per_namespace": layout.spread,
+        "reporters_per_group": layout.spread,
+        "assignment": "namespace n is served by reporters spread*n .. spread*n+spread-1 "
+        "(mod reporters), each namespace in a group of its own",
+        "dimensions_limited": list(DIMENSIONS),
+        "figures": f"publish demand 0.2-1.6 x an equal share of the quota; every figure "
+        f"jitters by up to {STEADY_JITTER:.0%} each interval (steady), or all demands "
+        f"grow {CHANGE:.0%} at once (changed)",
+        "report_interval_seconds": BROKER_INTERVAL_S,
+        "sending": "one interval's reports one after another on one keep-alive "
+        "connection, sentAtMs = now"
+        if args.broker_senders == 1
+        else f"one interval's reports over {args.broker_senders} keep-alive connections "
+        "at once (reporter r on connection r mod senders, in one shuffled order every "
+        "interval), sentAtMs = now",
+        "server_processes": args.broker_server_processes,
     }
 
 
@@ -910,7 +936,6 @@ async def _spark_step(
     """
     reporters = max(1, round(rate * every_s))
     step = StepResult(rate=rate, seconds=seconds)
-    loop = asyncio.get_running_loop()
     total = warmup + seconds
     start = time.perf_counter() + 0.05
     following = _Follow(round(every_s * 1000), set(range(reporters))) if follow else None
@@ -921,35 +946,68 @@ async def _spark_step(
         for reporter in range(reporters):
             due = start + joined_s * reporter / reporters
             pool.schedule(_Job(due, reporter, 0, False, joins=True))
-        while (now := time.perf_counter()) < start + warmup:
-            settling = len(following.unsettled) > UNSETTLED * reporters
-            if now >= start + max(every_s, joined_s) and not settling:
-                step.settled_s = now - start
-                break
-            await asyncio.sleep(SETTLED_LOOK_S)
+        now = await _settle(following, step, reporters, start, max(every_s, joined_s), warmup)
         following.measured_from, following.until = now, now + seconds
         await asyncio.sleep(seconds)
     else:
-        for index in range(int(total * rate)):
-            due = start + index / rate
-            delay = due - time.perf_counter()
-            if delay > 0.0005:
-                await asyncio.sleep(delay)
-            reporter, round_ = index % reporters, index // reporters
-            measured, joins = index / rate >= warmup, round_ == 0
-            pool.submit(_Job(due, reporter, round_, measured, joins))
-    pool.all_done = loop.create_future()
-    pool._check_done()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(asyncio.shield(pool.all_done), GRACE_S)
+        await _offer(pool, rate, reporters, start, warmup, total)
+    await _answered(pool)
     step.client_cpu_seconds = time.process_time() - cpu_start
-    step.timeouts += sum(1 for c in pool.in_flight if c.job is not None and c.job.measured) + sum(
-        1 for jobs in pool.waiting.values() for job in jobs if job.measured
-    )
+    step.timeouts += _unanswered(pool)
     pool.close()
     step.latencies.sort()
     step.send_lags.sort()
     return step
+
+
+async def _settle(
+    following: _Follow,
+    step: StepResult,
+    reporters: int,
+    start: float,
+    earliest_s: float,
+    warmup: float,
+) -> float:
+    """The warm-up of workers that follow their answers: until the last answer of all but
+    `UNSETTLED` of them held for the lease, not before ``earliest_s`` from ``start`` nor
+    after ``warmup``. Returns when it ended; `StepResult.settled_s` is set if they settled."""
+    while (now := time.perf_counter()) < start + warmup:
+        settling = len(following.unsettled) > UNSETTLED * reporters
+        if now >= start + earliest_s and not settling:
+            step.settled_s = now - start
+            break
+        await asyncio.sleep(SETTLED_LOOK_S)
+    return now
+
+
+async def _offer(
+    pool: _Pool, rate: float, reporters: int, start: float, warmup: float, total: float
+) -> None:
+    """Open loop: a report every ``1 / rate`` seconds from ``start`` for ``total`` seconds,
+    the workers in turn; those due after ``warmup`` are measured."""
+    for index in range(int(total * rate)):
+        due = start + index / rate
+        delay = due - time.perf_counter()
+        if delay > 0.0005:
+            await asyncio.sleep(delay)
+        reporter, round_ = index % reporters, index // reporters
+        measured, joins = index / rate >= warmup, round_ == 0
+        pool.submit(_Job(due, reporter, round_, measured, joins))
+
+
+async def _answered(pool: _Pool) -> None:
+    """Wait until every report submitted or scheduled has its answer, `GRACE_S` at most."""
+    pool.all_done = asyncio.get_running_loop().create_future()
+    pool._check_done()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(pool.all_done), GRACE_S)
+
+
+def _unanswered(pool: _Pool) -> int:
+    """Measured reports still in flight or waiting to be sent: timeouts."""
+    return sum(1 for c in pool.in_flight if c.job is not None and c.job.measured) + sum(
+        1 for jobs in pool.waiting.values() for job in jobs if job.measured
+    )
 
 
 def _step_summary(step: StepResult, meter: Meter, every_s: float) -> dict[str, Any]:
@@ -996,36 +1054,77 @@ def _spark(
     args: argparse.Namespace, workdir: Path, env: dict[str, str], token: str, processes: int
 ) -> dict[str, Any]:
     database = DatabaseCpu(env["RG_DATABASE_URL"])
-    steps: list[dict[str, Any]] = []
-    samples = [0, 0.0]  # the history sampler's, over every step's server
-    every_s = args.spark_every
-    # Workers reporting less often than the interval are steady ones on their leases: the
-    # server gives leases that long, and they report when their answers ask, as rgspark does.
-    follow = every_s > SPARK_INTERVAL_S
+    shape = _SparkSteps(args, workdir, env, token, processes, database)
+    started = time.perf_counter()
+    try:
+        best = _highest_passing(shape.passes, args.spark_start, args.spark_max, args.spark_refine)
+    finally:
+        database.close()
+    wall = time.perf_counter() - started
+    sampling = {
+        "samples": shape.samples,
+        "seconds": _round(shape.sampled_s),
+        "share_of_run_wall": _round(shape.sampled_s / wall, 4),
+    }
+    return {
+        "model": _spark_model(args, processes, shape.follow),
+        "p99_bar_ms": P99_BAR_S * 1000,
+        "sustained_reports_per_second": None if best is None else round(best, 1),
+        "worker_processes_per_server": None if best is None else round(best * args.spark_every),
+        "steps": shape.steps,
+        "history_sampling": sampling,
+        "failed": sum(step["failed"] for step in shape.steps),
+    }
 
-    def run(rate: float) -> bool:
+
+@dataclass
+class _SparkSteps:
+    """The spark shape's steps against ``processes`` server processes, one after another:
+    each step's summary, and the history sampler's samples and seconds over every step's
+    server."""
+
+    args: argparse.Namespace
+    workdir: Path
+    env: dict[str, str]
+    token: str
+    processes: int
+    database: DatabaseCpu
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    samples: int = 0
+    sampled_s: float = 0.0
+
+    @property
+    def follow(self) -> bool:
+        # Workers reporting less often than the interval are steady ones on their leases: the
+        # server gives leases that long, and they report when their answers ask, as rgspark
+        # does.
+        return bool(self.args.spark_every > SPARK_INTERVAL_S)
+
+    def passes(self, rate: float) -> bool:
+        """Run a step at ``rate``: whether it held the bar (`StepResult.passed`)."""
+        args, every_s, follow = self.args, self.args.spark_every, self.follow
         # Each step on a server of its own, its tables emptied: a fleet of its own, every
         # worker joining, so that no step is measured in the wake of the one before (whose
         # workers, gone, would have every worker of the group plan it again meanwhile).
-        _empty_usage(env["RG_DATABASE_URL"])
+        _empty_usage(self.env["RG_DATABASE_URL"])
         server = serve_rgadmin(
-            workdir,
-            f"spark-{processes}",
+            self.workdir,
+            f"spark-{self.processes}",
             {
-                **env,
+                **self.env,
                 "RG_REPORT_INTERVAL_SECONDS": str(SPARK_INTERVAL_S),
                 **({"RG_REPORT_LEASE_SECONDS": str(every_s)} if follow else {}),
             },
-            workers=processes,
+            workers=self.processes,
         )
         started = time.perf_counter()
         try:
-            meter = Meter(server, database)
+            meter = Meter(server, self.database)
             meter.start()
             step = _run_loop(
                 lambda: _spark_step(
                     server.port,
-                    token,
+                    self.token,
                     args.spark_groups,
                     rate,
                     every_s,
@@ -1037,74 +1136,68 @@ def _spark(
             )
             meter.stop()
             sampled = _history_sampling(server, started)
-            samples[0] += sampled["samples"]
-            samples[1] += sampled["seconds"] or 0.0
+            self.samples += sampled["samples"]
+            self.sampled_s += sampled["seconds"] or 0.0
         finally:
             stop(server)
-        steps.append(_step_summary(step, meter, every_s))
+        self.steps.append(_step_summary(step, meter, every_s))
         _progress(
-            f"spark {rate:.0f}/s: p99 {steps[-1]['p99_ms']} ms, failed {step.failed}, "
+            f"spark {rate:.0f}/s: p99 {self.steps[-1]['p99_ms']} ms, failed {step.failed}, "
             f"{'pass' if step.passed else 'fail'}"
         )
         return step.passed
 
+
+def _highest_passing(
+    passes: Callable[[float], bool], start: float, most: float, refine: int
+) -> float | None:
+    """The highest rate that passes: doubling from ``start`` (up to ``most``) until one
+    fails, then ``refine`` bisections between the last that passed and the first that did
+    not. None if none passed."""
     best: float | None = None
-    started = time.perf_counter()
-    try:
-        rate = float(args.spark_start)
-        worst: float | None = None
-        while rate <= args.spark_max:
-            if run(rate):
-                best = rate
-                rate *= 2
-            else:
-                worst = rate
-                break
-        # Bisect between the last rate that held and the first that did not.
-        low = best if best is not None else 0.0
-        for _ in range(args.spark_refine if worst is not None else 0):
-            assert worst is not None
-            middle = (low + worst) / 2
-            if middle - low < max(1.0, 0.05 * low):
-                break
-            if run(middle):
-                low = best = middle
-            else:
-                worst = middle
-    finally:
-        database.close()
-    wall = time.perf_counter() - started
-    sampling = {
-        "samples": samples[0],
-        "seconds": _round(samples[1]),
-        "share_of_run_wall": _round(samples[1] / wall, 4),
-    }
+    rate = float(start)
+    worst: float | None = None
+    while rate <= most:
+        if passes(rate):
+            best = rate
+            rate *= 2
+        else:
+            worst = rate
+            break
+    # Bisect between the last rate that held and the first that did not.
+    low = best if best is not None else 0.0
+    for _ in range(refine if worst is not None else 0):
+        assert worst is not None
+        middle = (low + worst) / 2
+        if middle - low < max(1.0, 0.05 * low):
+            break
+        if passes(middle):
+            low = best = middle
+        else:
+            worst = middle
+    return best
+
+
+def _spark_model(args: argparse.Namespace, processes: int, follow: bool) -> dict[str, Any]:
+    """The spark shape as run: its workers, their figures, and how the load was offered."""
     return {
-        "model": {
-            "server_processes": processes,
-            "groups": args.spark_groups,
-            "namespaces": args.spark_groups,
-            "namespaces_per_reporter": 1,
-            "dimensions_limited": list(DIMENSIONS),
-            "figures": f"50-500 msgs/s per worker, far over the quota; every figure jitters by "
-            f"up to {STEADY_JITTER:.0%} from one report to the next",
-            "report_interval_seconds": SPARK_INTERVAL_S,
-            "report_every_seconds": every_s,
-            "load": "open loop: a fixed rate of reports spread evenly over each second, each "
-            "reporter reporting every report_every_seconds on a keep-alive connection of its "
-            "own, reporters spread round-robin over the groups; latency from when each report "
-            "was due",
-            "warmup_seconds_per_step": args.spark_warmup,
-            "measured_seconds_per_step": args.spark_seconds,
-            # The workers of a step start evenly over this (with --spark-every over 1).
-            "join_seconds": args.spark_join_seconds if follow else None,
-        },
-        "p99_bar_ms": P99_BAR_S * 1000,
-        "sustained_reports_per_second": None if best is None else round(best, 1),
-        "worker_processes_per_server": None if best is None else round(best * every_s),
-        "steps": steps,
-        "history_sampling": sampling,
-        "failed": sum(step["failed"] for step in steps),
+        "server_processes": processes,
+        "groups": args.spark_groups,
+        "namespaces": args.spark_groups,
+        "namespaces_per_reporter": 1,
+        "dimensions_limited": list(DIMENSIONS),
+        "figures": f"50-500 msgs/s per worker, far over the quota; every figure jitters by "
+        f"up to {STEADY_JITTER:.0%} from one report to the next",
+        "report_interval_seconds": SPARK_INTERVAL_S,
+        "report_every_seconds": args.spark_every,
+        "load": "open loop: a fixed rate of reports spread evenly over each second, each "
+        "reporter reporting every report_every_seconds on a keep-alive connection of its "
+        "own, reporters spread round-robin over the groups; latency from when each report "
+        "was due",
+        "warmup_seconds_per_step": args.spark_warmup,
+        "measured_seconds_per_step": args.spark_seconds,
+        # The workers of a step start evenly over this (with --spark-every over 1).
+        "join_seconds": args.spark_join_seconds if follow else None,
     }
 
 
@@ -1149,11 +1242,42 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="A smaller model and shorter steps (under a minute)."
     )
+    _add_broker_options(parser)
+    parser.add_argument(
+        "--shape",
+        choices=("both", "broker", "spark"),
+        default="both",
+        help="Which shape to run (both).",
+    )
+    _add_spark_options(parser)
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("RG_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        help="A PostgreSQL server and a database on it to connect to; the benchmark creates "
+        "and drops a database of its own there.",
+    )
+    args = parser.parse_args(argv)
+    _fill_in_sizes(args)
+    _check_args(parser, args)
+    return args
+
+
+def _add_broker_options(parser: argparse.ArgumentParser) -> None:
+    """The broker shape's model, its intervals, and how its reports are sent and served."""
     parser.add_argument("--reporters", type=int, help="Broker-scale reporters (100).")
     parser.add_argument(
         "--namespaces-per-reporter", type=int, help="Namespaces each broker reports (5000)."
     )
     parser.add_argument("--spread", type=int, default=5, help="Reporters per namespace.")
+    parser.add_argument(
+        "--settle-intervals",
+        type=int,
+        default=3,
+        help="Intervals after the first while the allocations settle (reported, not steady).",
+    )
+    parser.add_argument(
+        "--steady-intervals", type=int, default=5, help="Intervals after those, steady."
+    )
     parser.add_argument(
         "--broker-senders",
         type=int,
@@ -1167,25 +1291,14 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="rgadmin serve --workers for the broker shape (1).",
     )
     parser.add_argument(
-        "--settle-intervals",
-        type=int,
-        default=3,
-        help="Intervals after the first while the allocations settle (reported, not steady).",
-    )
-    parser.add_argument(
-        "--steady-intervals", type=int, default=5, help="Intervals after those, steady."
-    )
-    parser.add_argument(
-        "--shape",
-        choices=("both", "broker", "spark"),
-        default="both",
-        help="Which shape to run (both).",
-    )
-    parser.add_argument(
         "--changed-interval",
         action="store_true",
         help="One more broker interval, every demand 10%% up, so every row is rewritten.",
     )
+
+
+def _add_spark_options(parser: argparse.ArgumentParser) -> None:
+    """The spark shape's workers, the rates its steps try, and the servers it runs on."""
     parser.add_argument("--spark-groups", type=int, default=1, help="Groups the workers share.")
     parser.add_argument("--spark-start", type=float, help="First rate, reports/s (50).")
     parser.add_argument("--spark-max", type=float, default=20_000, help="Highest rate tried.")
@@ -1217,13 +1330,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="With --spark-every over 1: the workers of a step start evenly over this many "
         "seconds (a fleet ramping up) rather than all within one lease.",
     )
-    parser.add_argument(
-        "--postgres-url",
-        default=os.environ.get("RG_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
-        help="A PostgreSQL server and a database on it to connect to; the benchmark creates "
-        "and drops a database of its own there.",
-    )
-    args = parser.parse_args(argv)
+
+
+def _fill_in_sizes(args: argparse.Namespace) -> None:
+    """The sizes not given: ``--quick``'s, or the full run's (whose warm-up is longer for
+    workers on leases, which settle before they are measured)."""
     defaults = (
         {
             "reporters": 20,
@@ -1246,6 +1357,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if not 1 <= args.spread <= args.reporters:
         parser.error("--spread must be between 1 and --reporters")
     if args.reporters * args.namespaces_per_reporter % args.spread:
@@ -1262,7 +1376,6 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--spark-start and --spark-seconds must be positive")
     if args.spark_every <= 0:
         parser.error("--spark-every must be positive")
-    return args
 
 
 def _terminate(signum: int, _frame: object) -> None:
