@@ -65,6 +65,13 @@ class Settings(BaseSettings):
     usage_history_retention_seconds: float = Field(
         3600.0, gt=0, le=7 * 86400, description="How long a group's usage history is kept."
     )
+    job_figures_retention_seconds: float = Field(
+        86400.0,
+        gt=0,
+        le=365 * 86400,
+        description="How long a job's figures (what its tasks moved through the throttle, "
+        "which a Spark Connect driver reads back) are kept after their last update.",
+    )
     max_body_bytes: int = Field(
         4 * MIB,
         ge=1024,

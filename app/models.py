@@ -360,3 +360,50 @@ class RequestQuota(Base):
 
     role: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     requests_per_second: Mapped[int] = mapped_column(Integer)
+
+
+class JobFigure(Base):
+    """What a job's tasks moved through the throttle under one role and kind (``publish`` or
+    ``dispatch``), summed over every post of its workers (``/quota/v1/jobs/{jobId}/figures``):
+    the figures a Spark Connect session, which has no accumulators, reads back on its driver.
+    Posts add to the row in one statement, so that workers posting at the same instant to
+    several server processes never lose one another's figures. Deleted once not updated for
+    ``RG_JOB_FIGURES_RETENTION_SECONDS``, with its actions."""
+
+    __tablename__ = "job_figures"
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    role: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    rows: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    held_s: Mapped[float] = mapped_column(Double)
+    """Seconds tasks were held back, summed over tasks."""
+    updated_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
+
+
+class JobAction(Base):
+    """One action's share of a `JobFigure` (a Spark action, a streaming query's micro-batch):
+    only the latest actions by start are kept, while the totals count every one."""
+
+    __tablename__ = "job_actions"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["job_id", "role", "kind"],
+            ["job_figures.job_id", "job_figures.role", "job_figures.kind"],
+            ondelete="CASCADE",
+            name="fk_job_actions_job_figures",
+        ),
+    )
+
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    role: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    action: Mapped[str] = mapped_column(String(128), primary_key=True)
+    rows: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    held_s: Mapped[float] = mapped_column(Double)
+    started_ms: Mapped[int] = mapped_column(BigInteger)
+    """When the action's first task charged, in milliseconds since the epoch (the earliest)."""
+    ended_ms: Mapped[int] = mapped_column(BigInteger)
+    """When its last task released (the latest)."""

@@ -1,4 +1,5 @@
-"""``/quota/v1``: usage reports from enforcing processes, answered with their allocations.
+"""``/quota/v1``: usage reports from enforcing processes, answered with their allocations;
+and the figures of jobs, which their workers add to and their drivers read back.
 
 Not part of Pulsar's admin API: Pulsar brokers exchange usage on a topic, while rgspark's
 workers report to this server, which shares each group's quota among them.
@@ -33,7 +34,7 @@ from app.errors import (
     Unauthorized,
     responses,
 )
-from app.quota import history, reporters, store
+from app.quota import history, job_figures, reporters, store
 from app.quota.changes import MAX_WAIT_S
 from app.quota.counts import Bucket
 from app.quota.schemas import (
@@ -41,6 +42,9 @@ from app.quota.schemas import (
     REPORTER_ID_PATTERN,
     WATCHED_GROUP_PATTERN,
     AdminChanges,
+    FigureKind,
+    JobFiguresRead,
+    JobFiguresReport,
     NamespacePolicy,
     ReportResult,
     UsageReport,
@@ -53,6 +57,7 @@ router = APIRouter(prefix="/quota/v1", tags=["quota"])
 logger = logging.getLogger(__name__)
 
 MAX_WATCHED_GROUPS = 100  # groups one long poll may watch: a worker's namespaces' groups
+FORGET_FIGURES_EVERY_S = 60.0  # how often each process deletes jobs' figures past retention
 
 ReporterId = Annotated[
     str, Path(pattern=REPORTER_ID_PATTERN, description="A reporter's id: 1-64 of A-Z a-z 0-9 _ -")
@@ -199,10 +204,12 @@ async def keep_up(state: AppState) -> None:
     counts that are complete (`app.quota.counts`); and four times an interval, look for
     silent reporters (a read, and a write only when some are), so that a reporter is
     forgotten, and its group woken, within a quarter of an interval of its lease's end,
-    whether or not reports come. On cancel, write every count held, complete or not: the
-    units went through."""
+    whether or not reports come; at its first turn and then every `FORGET_FIGURES_EVERY_S`,
+    delete jobs' figures past their retention. On cancel, write every count held, complete
+    or not: the units went through."""
     period_s = min(history.WRITE_EVERY_S, state.settings.report_interval_seconds / 4)
     written_at = state.clock()
+    figures_at = written_at - FORGET_FIGURES_EVERY_S
     try:
         while True:
             await asyncio.sleep(period_s)
@@ -210,6 +217,9 @@ async def keep_up(state: AppState) -> None:
             if now - written_at >= history.WRITE_EVERY_S:
                 written_at = now
                 await _write_counts(state, state.usage_counter.complete(now))
+            if now - figures_at >= FORGET_FIGURES_EVERY_S:
+                figures_at = now
+                await forget_old_figures(state, now)
             await _expire(state, now)
     finally:
         await _write_counts(state, state.usage_counter.take_all())
@@ -220,6 +230,15 @@ async def _write_counts(state: AppState, buckets: list[Bucket]) -> None:
         state, "write usage counts", history.write_counts, buckets, state.writer
     ):
         state.usage_counter.put_back(buckets)
+
+
+async def forget_old_figures(state: AppState, now: float) -> bool:
+    """Delete the figures of jobs not updated for `job_figures_retention_seconds` at
+    ``now``, as a transaction of its own; whether it committed. A driver reads its job's
+    figures after its session stopped, so they outlive the job's release."""
+    retention_s = state.settings.job_figures_retention_seconds
+    before = datetime.fromtimestamp(now - retention_s, UTC)
+    return await _upkeep(state, "forget old job figures", job_figures.forget_before, before)
 
 
 @router.delete(
@@ -245,6 +264,39 @@ async def release_job(
     told of."""
     now = datetime.fromtimestamp(state.clock(), UTC)
     await deps.write(request, reporters.release_job, principal, jobId, now, state.report_cache)
+
+
+@router.post(
+    "/jobs/{jobId}/figures",
+    status_code=204,
+    responses=responses(BadRequest, Unauthorized, Forbidden),
+)
+async def add_job_figures(
+    request: Request,
+    principal: CurrentPrincipal,
+    state: StateDep,
+    jobId: JobId,
+    figures: JobFiguresReport,
+) -> None:
+    """Add what some of a job's tasks moved through the throttle, per action, to the job's
+    figures under the caller's role, which must be allowed to report for the namespace: how
+    rgspark counts on a Spark Connect session, which has no accumulators."""
+    now = datetime.fromtimestamp(state.clock(), UTC)
+    await deps.write(request, job_figures.add, principal, jobId, figures, now)
+
+
+@router.get("/jobs/{jobId}/figures", responses=responses(BadRequest, Unauthorized))
+async def get_job_figures(
+    request: Request,
+    principal: CurrentPrincipal,
+    jobId: JobId,
+    kind: Annotated[FigureKind, Query(description="Which figures: `publish` or `dispatch`.")],
+) -> JobFiguresRead:
+    """A job's figures of one kind under the caller's role (a superuser's: every role's,
+    each action's merged), summed over every post, with the latest actions'. Zeros for a job
+    with none, as for one whose figures are another role's: those are neither shown nor
+    told of. Kept after the job is released, until not updated for the retention."""
+    return await deps.read(request, job_figures.read, principal, jobId, kind)
 
 
 @router.get("/namespaces/{tenant}/{namespace}/policy", responses=_ERRORS)

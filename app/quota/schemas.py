@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, NotRequired
+from typing import Annotated, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
 from app.schemas import NAME_CHARS, ResourceGroupRead, WholeNumber
@@ -20,6 +20,16 @@ WATCHED_GROUP_PATTERN = f"^[0-9]{{0,19}}:{NAME_CHARS}$"
 WATCHED_GROUP_RULE = "WAKE:NAME with a group's name and the wake last seen (:NAME for none)"
 MAX_NAMESPACES_PER_REPORT = 10_000
 MAX_USED = 2**63 - 1
+#: The id of a Spark action (or a streaming query's micro-batch) in a job's figures, as
+#: rgspark's tasks name it (``sql:3``).
+ACTION_ID_PATTERN = r"^[A-Za-z0-9:._-]{1,128}$"
+MAX_ACTIONS_PER_POST = 64
+#: Actions a job's figures keep per role and kind: the latest by start.
+KEPT_ACTIONS = 16
+#: The most a post says of one figure: integers JavaScript's numbers hold exactly.
+MAX_FIGURE = 2**53
+FigureKind = Literal["publish", "dispatch"]
+"""Which figures of a job: what its `throttle(df, client, kind)` calls moved."""
 
 
 class _Body(BaseModel):
@@ -147,4 +157,70 @@ class AdminChanges(BaseModel):
         description="The wake of each group asked about (`group`): it moves when the group's "
         "shares moved enough that its reporters should report now. Pass each back as "
         "`group=WAKE:NAME` to wait for the next.",
+    )
+
+
+_MS = "in milliseconds since the epoch"
+
+
+class ActionFigures(_Body):
+    """What some of an action's tasks moved through the throttle."""
+
+    rows: Annotated[int, WholeNumber(ge=0, le=MAX_FIGURE)] = Field(description="Rows charged.")
+    bytes: Annotated[int, WholeNumber(ge=0, le=MAX_FIGURE)] = Field(
+        description="Bytes charged (Arrow bytes, or what a sink's size says)."
+    )
+    heldS: float = Field(
+        ge=0,
+        allow_inf_nan=False,
+        strict=True,
+        description="Seconds the tasks were held back, summed over tasks.",
+    )
+    startMs: Annotated[int, WholeNumber(ge=0, le=MAX_FIGURE)] = Field(
+        description=f"When the first of these tasks charged, {_MS}."
+    )
+    endMs: Annotated[int, WholeNumber(ge=0, le=MAX_FIGURE)] = Field(
+        description=f"When the last of them released, {_MS}: not before `startMs`."
+    )
+
+    @model_validator(mode="after")
+    def _ends_after_it_starts(self) -> ActionFigures:
+        if self.endMs < self.startMs:
+            raise ValueError(f"endMs {self.endMs} is before startMs {self.startMs}")
+        return self
+
+
+class JobFiguresReport(_Body):
+    namespace: str = Field(
+        pattern=NAMESPACE_REF_PATTERN,
+        description="The namespace the job's traffic counts against, `tenant/namespace`: the "
+        "caller's role must be allowed to report for it.",
+    )
+    kind: FigureKind = Field(description="Which figures: those of `publish` or `dispatch`.")
+    actions: dict[Annotated[str, Field(pattern=ACTION_ID_PATTERN)], ActionFigures] = Field(
+        min_length=1,
+        max_length=MAX_ACTIONS_PER_POST,
+        description="What the tasks moved since the last post, per action id; added to what "
+        "the server holds for the job.",
+        # A key the pattern refuses is refused, in the spec as by the server.
+        json_schema_extra={"additionalProperties": False},
+    )
+
+
+class ActionFiguresRead(BaseModel):
+    rows: int = Field(description="Rows charged.")
+    bytes: int = Field(description="Bytes charged.")
+    heldS: float = Field(description="Seconds tasks were held back, summed over tasks.")
+    startMs: int = Field(description=f"When its first task charged, {_MS}.")
+    endMs: int = Field(description=f"When its last task released, {_MS}.")
+
+
+class JobFiguresRead(BaseModel):
+    kind: FigureKind = Field(description="Which figures.")
+    rows: int = Field(description="Rows charged over every action.")
+    bytes: int = Field(description="Bytes charged over every action.")
+    heldS: float = Field(description="Seconds tasks were held back, over every action.")
+    actions: dict[str, ActionFiguresRead] = Field(
+        description=f"The latest actions by start ({KEPT_ACTIONS} per role; the totals count "
+        "the older ones too), by action id."
     )

@@ -138,6 +138,15 @@ class AdminClient:
         client's role owns, at once (``DELETE /quota/v1/jobs/{job}``); none left is fine."""
         self._call("DELETE", f"/quota/v1/jobs/{job}")
 
+    def post_job_figures(self, job: str, body: dict[str, Any]) -> None:
+        """Add what this process's tasks moved for the job to its figures on the server
+        (``POST /quota/v1/jobs/{job}/figures``: `rgspark._server_stats`)."""
+        self._call("POST", f"/quota/v1/jobs/{job}/figures", json=body)
+
+    def job_figures(self, job: str, kind: str) -> dict[str, Any]:
+        """The job's figures for `kind`, summed over its workers by the server."""
+        return self._call("GET", f"/quota/v1/jobs/{job}/figures", params={"kind": kind})
+
     def close(self) -> None:
         self._http.close()
 

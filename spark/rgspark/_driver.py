@@ -3,7 +3,7 @@ the wrapper of user functions, so that each checks the executors and counts in t
 `client.stats[kind]`.
 
 Works on classic and Spark Connect sessions alike. A Connect session has no SparkContext,
-hence no accumulators: its stats count nothing and say so when read (`ThrottleStats`).
+hence no accumulators: its tasks count on the admin server (`rgspark._server_stats`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ def prepare(client: ResourceGroupClient, kind: str, spark: SparkSession) -> Thro
 def stats_for(client: ResourceGroupClient, kind: str, spark: SparkSession) -> ThrottleStats:
     """The client's figures for `kind`, made on the driver the first time."""
     if kind not in client.stats:
-        client.stats[kind] = ThrottleStats(spark_context(spark), kind)
+        client.stats[kind] = (
+            ThrottleStats.on_server(client, kind)
+            if is_connect(spark)
+            else ThrottleStats(spark_context(spark), kind)
+        )
     stats: ThrottleStats = client.stats[kind]
     return stats
 

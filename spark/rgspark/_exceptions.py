@@ -88,6 +88,6 @@ class PolicyUnavailableError(RGSparkError):
 
 
 class FiguresNotCountedError(RGSparkError):
-    """A client's stats were read on a Spark Connect session, which has no accumulators:
-    rgspark does not count its figures there (the server's are in ``rgadmin top`` and the
-    usage history)."""
+    """Figures were read from a `ThrottleStats` made without a SparkContext, in which nothing
+    counts: the helpers' own, ``client.stats[kind]``, count on classic and Spark Connect
+    sessions alike."""

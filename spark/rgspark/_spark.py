@@ -60,11 +60,14 @@ def throttle(
 
     def limit(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         quota = client.quota(kind)
-        for batch in batches:
-            for piece in _slices(batch, quota, kind):
-                waited = quota.acquire(kind, piece.num_rows, piece.nbytes)
-                stats.add(piece.num_rows, piece.nbytes, waited)
-                yield piece
+        try:
+            for batch in batches:
+                for piece in _slices(batch, quota, kind):
+                    waited = quota.acquire(kind, piece.num_rows, piece.nbytes)
+                    stats.add(piece.num_rows, piece.nbytes, waited)
+                    yield piece
+        finally:
+            stats.flush()  # the task's figures, before it ends
 
     return df.mapInArrow(limit, df.schema)
 
@@ -106,16 +109,20 @@ def throttled_sink(
             chunk, nbytes = [], 0
             max_rows, max_bytes = _sink_limits(quota, kind, size is not None)
 
-        for row in rows:
-            row_bytes = size(row) if size is not None else 0
-            if chunk and nbytes + row_bytes > max_bytes:  # this row would overdraw the chunk
+        try:
+            for row in rows:
+                row_bytes = size(row) if size is not None else 0
+                if chunk and nbytes + row_bytes > max_bytes:  # would overdraw the chunk
+                    flush()
+                chunk.append(row)
+                nbytes += row_bytes
+                if len(chunk) >= max_rows or nbytes >= max_bytes:
+                    flush()
+            if chunk:
                 flush()
-            chunk.append(row)
-            nbytes += row_bytes
-            if len(chunk) >= max_rows or nbytes >= max_bytes:
-                flush()
-        if chunk:
-            flush()
+        finally:
+            if stats is not None:
+                stats.flush()  # the task's figures, before it ends
 
     return run
 

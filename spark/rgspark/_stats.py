@@ -5,8 +5,8 @@ DataFrame action's SQL execution (a streaming query's micro-batch is one), or el
 action's operation scope. The driver merges what tasks send as they finish, so an action's
 figures are complete once it has returned.
 
-A Spark Connect session has no accumulators: its stats count nothing, and reading their figures
-raises `FiguresNotCountedError` rather than showing zeros.
+A Spark Connect session has no accumulators: its tasks count on the admin server instead
+(`rgspark._server_stats`), and the driver reads the sums from there.
 
 Imports nothing of PySpark, so `import rgspark` stays light.
 """
@@ -14,7 +14,7 @@ Imports nothing of PySpark, so `import rgspark` stays light.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ._exceptions import FiguresNotCountedError
 
@@ -22,18 +22,33 @@ if TYPE_CHECKING:
     from pyspark import Accumulator, SparkContext
     from pyspark.accumulators import AccumulatorParam
 
+    from ._client import ResourceGroupClient
+
     _Param = AccumulatorParam["Figures"]
 else:
     _Param = object
 
-__all__ = ["ActionStats", "ThrottleStats"]
+__all__ = ["ActionStats", "Entry", "Figures", "ThrottleStats", "add_entry"]
+
+# An action's figures: [rows, bytes, held seconds, start, end] (seconds since the epoch).
+Entry = list[float]
 
 # Actions whose figures the driver keeps; the totals count every one.
 KEPT_ACTIONS = 16
 NOT_COUNTED = (
-    "The figures of a Spark Connect session are not counted by rgspark yet: the group's usage "
-    "is in `rgadmin top` and the usage history (/admin/v2/resourcegroups/GROUP/usage)"
+    "These stats were made without a SparkContext, so nothing counts in them: take the "
+    "helpers' own, client.stats[kind]"
 )
+
+
+class Counter(Protocol):
+    """Where tasks count when there is no accumulator (`rgspark._server_stats.ServerCount`)."""
+
+    def add(self, action: str, entry: Entry) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def read(self) -> Figures: ...
 
 
 class ActionStats(NamedTuple):
@@ -55,31 +70,55 @@ class ThrottleStats:
     since it was made, and `last`, the figures of the last action.
 
     ``client.stats["publish"]`` is made by the first helper that runs for the client (`throttle`,
-    `throttled_sink`); pass one to `throttled_sink` as ``stats=`` to count apart. The figures are
-    complete once an action has returned.
+    `throttled_sink`, `throttled`); pass one to `throttled_sink` as ``stats=`` to count apart.
+    The figures are complete once an action has returned.
 
-    Made with `context` None (as the helpers make them for a Spark Connect session, which has no
-    SparkContext), it counts nothing, and reading a figure raises `FiguresNotCountedError`.
+    A classic session's tasks count in an accumulator (made with the session's
+    `context`). A Spark Connect session has none: the helpers make its stats with
+    `on_server`, and its tasks count on the admin server, under the client's job
+    (`rgspark._server_stats`). Made with `context` None otherwise, they count nothing, and
+    reading a figure raises `FiguresNotCountedError`.
     """
 
-    __slots__ = ("_figures", "kind")
+    __slots__ = ("_figures", "_server", "kind")
 
     def __init__(self, context: SparkContext | None, kind: str) -> None:
         self.kind = kind
         self._figures: Accumulator[Figures] | None = (
             None if context is None else context.accumulator(Figures(), FiguresParam())
         )
+        self._server: Counter | None = None
+
+    @classmethod
+    def on_server(cls, client: ResourceGroupClient, kind: str) -> ThrottleStats:
+        """Stats of a Spark Connect session: counted by `client`'s admin server."""
+        from ._server_stats import ServerCount
+
+        stats = cls(None, kind)
+        stats._server = ServerCount(client, kind)
+        return stats
 
     @property
     def counted(self) -> bool:
-        """Whether the figures are counted: False for a Spark Connect session's."""
-        return self._figures is not None
+        """Whether the figures are counted."""
+        return self._figures is not None or self._server is not None
 
     def add(self, rows: int, nbytes: int, waited_s: float) -> None:
         """Count a slice a task sent, that waited `waited_s` before it was released."""
-        if self._figures is not None:
+        if self.counted:
             now = time.time()
-            self._figures.add(Figures.of(_action(), rows, nbytes, waited_s, now - waited_s, now))
+            if self._figures is not None:
+                self._figures.add(
+                    Figures.of(_action(), rows, nbytes, waited_s, now - waited_s, now)
+                )
+            elif self._server is not None:
+                self._server.add(_action(), [rows, nbytes, waited_s, now - waited_s, now])
+
+    def flush(self) -> None:
+        """A task's end: what it counted on the server is sent now (an accumulator's is
+        sent by Spark with the task's result)."""
+        if self._server is not None:
+            self._server.flush()
 
     @property
     def rows(self) -> int:
@@ -100,23 +139,22 @@ class ThrottleStats:
     @property
     def last(self) -> ActionStats | None:
         """The last action's figures (the one that started last); None before any."""
-        actions = self._value().actions
-        if not actions:
-            return None
-        rows, nbytes, held_s, start, end = max(actions.values(), key=lambda entry: entry[3])
-        return ActionStats(int(rows), int(nbytes), end - start, held_s)
+        return self._value().last()
 
     def _value(self) -> Figures:
-        if self._figures is None:
-            raise FiguresNotCountedError(NOT_COUNTED)
-        return self._figures.value
+        if self._figures is not None:
+            return self._figures.value
+        if self._server is not None:
+            return self._server.read()
+        raise FiguresNotCountedError(NOT_COUNTED)
 
     def __repr__(self) -> str:
-        if self._figures is None:
-            return f"ThrottleStats(kind={self.kind!r}, not counted: a Spark Connect session)"
+        if not self.counted:
+            return f"ThrottleStats(kind={self.kind!r}, not counted)"
+        figures = self._value()  # read once: on the server, a call
         return (
-            f"ThrottleStats(kind={self.kind!r}, rows={self.rows}, bytes={self.bytes}, "
-            f"task_throttled_s={self.task_throttled_s:.3f}, last={self.last})"
+            f"ThrottleStats(kind={self.kind!r}, rows={figures.rows}, bytes={figures.bytes}, "
+            f"task_throttled_s={figures.held_s:.3f}, last={figures.last()})"
         )
 
 
@@ -130,7 +168,7 @@ class Figures:
         self.rows = 0
         self.bytes = 0
         self.held_s = 0.0
-        self.actions: dict[str, list[float]] = {}
+        self.actions: dict[str, Entry] = {}
 
     @classmethod
     def of(
@@ -141,6 +179,13 @@ class Figures:
         figures.actions[action] = [rows, nbytes, held_s, start, end]
         return figures
 
+    def last(self) -> ActionStats | None:
+        """The figures of the action that started last; None before any."""
+        if not self.actions:
+            return None
+        rows, nbytes, held_s, start, end = max(self.actions.values(), key=lambda e: e[3])
+        return ActionStats(int(rows), int(nbytes), end - start, held_s)
+
     def merge(self, other: Figures) -> Figures:
         self.rows += other.rows
         self.bytes += other.bytes
@@ -150,16 +195,21 @@ class Figures:
             if entry is None:
                 self.actions[action] = [rows, nbytes, held_s, start, end]
             else:
-                entry[0] += rows
-                entry[1] += nbytes
-                entry[2] += held_s
-                entry[3] = min(entry[3], start)
-                entry[4] = max(entry[4], end)
+                add_entry(entry, [rows, nbytes, held_s, start, end])
         if len(self.actions) > KEPT_ACTIONS:  # on the driver: forget the oldest
             oldest = sorted(self.actions, key=lambda action: self.actions[action][3])
             for action in oldest[: len(self.actions) - KEPT_ACTIONS]:
                 del self.actions[action]
         return self
+
+
+def add_entry(entry: Entry, other: Entry) -> None:
+    """Add an action's figures to `entry`: sums, and the earlier start and later end."""
+    entry[0] += other[0]
+    entry[1] += other[1]
+    entry[2] += other[2]
+    entry[3] = min(entry[3], other[3])
+    entry[4] = max(entry[4], other[4])
 
 
 class FiguresParam(_Param):

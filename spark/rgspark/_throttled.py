@@ -201,7 +201,11 @@ class _Throttled:
     def _feed(self, items: Iterator[Any]) -> Iterator[Any]:
         """`items` as `func` takes them, each charged first."""
         quota = self.client.quota(self.kind)  # announced at each partition, as `throttle` does
-        yield from self._charged(quota, items)
+        try:
+            yield from self._charged(quota, items)
+        finally:
+            if self.stats is not None:
+                self.stats.flush()  # the task's figures, before it ends
 
     def _charged(self, quota: NamespaceQuota, items: Iterator[Any]) -> Iterator[Any]:
         """The first item tells batches (cut into slices) from rows (gathered into chunks)."""

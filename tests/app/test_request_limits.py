@@ -45,6 +45,7 @@ EXAMPLE_PATH_PARAMETERS = {
     "rg": "rg",
     "role": "bob",
     "reporterId": "r1",
+    "jobId": "j1",
 }
 
 

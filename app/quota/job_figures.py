@@ -1,0 +1,211 @@
+"""A job's figures: what its tasks moved through the throttle, summed by the server.
+
+A Spark Connect session has no accumulators, so rgspark's workers post what their tasks
+charged (``POST /quota/v1/jobs/{jobId}/figures``) and the driver reads the sums back (``GET``).
+Figures are kept per (job, role, kind): a role adds to and reads only its own (a superuser
+reads every role's), and nothing tells a role of another's.
+
+Workers of one job post at the same instant to several server processes, so a post never
+reads and writes back: one upsert adds it to the totals (`JobFigure`), another to each
+action (`JobAction`). The totals' row is written first, and its lock holds every other post
+of the same (job, role, kind) until the transaction ends: the trim of old actions that
+follows (the `KEPT_ACTIONS` latest by start stay; the totals count every one) then sees
+every action committed before it. Sums are held at a column's bound rather than overflow.
+"""
+
+from __future__ import annotations
+
+import functools
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    bindparam,
+    case,
+    delete,
+    func,
+    literal,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.access import Principal
+from app.models import JobAction, JobFigure
+from app.quota.effective import parse_namespace
+from app.quota.reporters import authorize_reporting
+from app.quota.schemas import (
+    KEPT_ACTIONS,
+    ActionFiguresRead,
+    FigureKind,
+    JobFiguresRead,
+    JobFiguresReport,
+)
+from app.schemas import INT64_MAX
+
+__all__ = ["add", "forget_before", "read"]
+
+
+def add(
+    session: Session, principal: Principal, job: str, report: JobFiguresReport, now: datetime
+) -> None:
+    """Add a post's figures to what the job holds under the caller's role, as updated at
+    ``now``; only a role that may report for the post's namespace may."""
+    authorize_reporting(session, principal, [parse_namespace(report.namespace)])
+    connection = session.connection()
+    sql = _statements(connection.dialect.name)
+    key = {"job_id": job, "role": principal.role, "kind": report.kind}
+    actions = report.actions.values()
+    connection.execute(
+        sql.add_totals,
+        {
+            **key,
+            "rows": sum(action.rows for action in actions),
+            "bytes": sum(action.bytes for action in actions),
+            "held_s": sum(action.heldS for action in actions),
+            "updated_at": now,
+        },
+    )
+    connection.execute(
+        sql.add_actions,
+        [
+            {
+                **key,
+                "action": action,
+                "rows": figures.rows,
+                "bytes": figures.bytes,
+                "held_s": figures.heldS,
+                "started_ms": figures.startMs,
+                "ended_ms": figures.endMs,
+            }
+            for action, figures in report.actions.items()
+        ],
+    )
+    connection.execute(sql.trim, {**key, "kept": KEPT_ACTIONS})
+
+
+def read(session: Session, principal: Principal, job: str, kind: FigureKind) -> JobFiguresRead:
+    """The job's figures of ``kind`` under the caller's role (a superuser's: summed over
+    every role, an action's merged as posts are); zeros for a job with none."""
+    connection = session.connection()
+    sql = _statements(connection.dialect.name)
+    own = not principal.is_superuser
+    parameters = {"job_id": job, "kind": kind, "role": principal.role}
+    totals = connection.execute(sql.totals[own], parameters).all()
+    actions: dict[str, ActionFiguresRead] = {}
+    for action, rows, nbytes, held_s, started_ms, ended_ms in connection.execute(
+        sql.actions[own], parameters
+    ):
+        actions[action] = _merged(actions.get(action), rows, nbytes, held_s, started_ms, ended_ms)
+    return JobFiguresRead(
+        kind=kind,
+        rows=sum(row.rows for row in totals),
+        bytes=sum(row.bytes for row in totals),
+        heldS=sum(row.held_s for row in totals),
+        actions=dict(sorted(actions.items())),
+    )
+
+
+def forget_before(session: Session, before: datetime) -> None:
+    """Delete the figures of every (job, role, kind) last updated before ``before``, their
+    actions with them."""
+    session.connection().execute(delete(JobFigure).where(JobFigure.updated_at < before))
+
+
+def _merged(
+    known: ActionFiguresRead | None,
+    rows: int,
+    nbytes: int,
+    held_s: float,
+    started_ms: int,
+    ended_ms: int,
+) -> ActionFiguresRead:
+    """An action's figures under one more role, merged as posts merge them: sums, the
+    earliest start, the latest end."""
+    if known is not None:
+        rows, nbytes, held_s = rows + known.rows, nbytes + known.bytes, held_s + known.heldS
+        started_ms, ended_ms = min(started_ms, known.startMs), max(ended_ms, known.endMs)
+    return ActionFiguresRead(
+        rows=rows, bytes=nbytes, heldS=held_s, startMs=started_ms, endMs=ended_ms
+    )
+
+
+class _Statements:
+    """The statements of job figures for one dialect, built (and compiled) once."""
+
+    def __init__(self, dialect: str) -> None:
+        pg = dialect == "postgresql"
+        insert = postgresql.insert if pg else sqlite.insert
+        # Of two values: PostgreSQL's LEAST and GREATEST, SQLite's two-argument min and max.
+        least, greatest = (func.least, func.greatest) if pg else (func.min, func.max)
+
+        totals = insert(JobFigure)
+        self.add_totals = totals.on_conflict_do_update(
+            index_elements=["job_id", "role", "kind"],
+            set_={
+                "rows": _added(JobFigure.rows, totals.excluded.rows),
+                "bytes": _added(JobFigure.bytes, totals.excluded.bytes),
+                "held_s": JobFigure.held_s + totals.excluded.held_s,
+                "updated_at": totals.excluded.updated_at,
+            },
+        )
+        actions = insert(JobAction)
+        self.add_actions = actions.on_conflict_do_update(
+            index_elements=["job_id", "role", "kind", "action"],
+            set_={
+                "rows": _added(JobAction.rows, actions.excluded.rows),
+                "bytes": _added(JobAction.bytes, actions.excluded.bytes),
+                "held_s": JobAction.held_s + actions.excluded.held_s,
+                "started_ms": least(JobAction.started_ms, actions.excluded.started_ms),
+                "ended_ms": greatest(JobAction.ended_ms, actions.excluded.ended_ms),
+            },
+        )
+        kept = (
+            select(JobAction.action)
+            .where(*_of_key(JobAction))
+            .order_by(JobAction.started_ms.desc(), JobAction.action.desc())
+            .limit(bindparam("kept"))
+        )
+        #: Every action of the (job, role, kind) but the latest by start.
+        self.trim = delete(JobAction).where(*_of_key(JobAction), JobAction.action.not_in(kept))
+        #: By whether of ``:role`` only (else of every role): (rows, bytes, held_s) of the
+        #: job's kind, and (action, rows, bytes, held_s, started_ms, ended_ms) of its actions.
+        self.totals = {
+            of_role: select(JobFigure.rows, JobFigure.bytes, JobFigure.held_s).where(
+                *_of_key(JobFigure, of_role=of_role)
+            )
+            for of_role in (True, False)
+        }
+        self.actions = {
+            of_role: select(
+                JobAction.action,
+                JobAction.rows,
+                JobAction.bytes,
+                JobAction.held_s,
+                JobAction.started_ms,
+                JobAction.ended_ms,
+            ).where(*_of_key(JobAction, of_role=of_role))
+            for of_role in (True, False)
+        }
+
+
+def _of_key(model: type[JobFigure] | type[JobAction], *, of_role: bool = True) -> list[Any]:
+    """Conditions on a row's (job, role, kind), from the parameters of those names."""
+    conditions = [model.job_id == bindparam("job_id"), model.kind == bindparam("kind")]
+    if of_role:
+        conditions.append(model.role == bindparam("role"))
+    return conditions
+
+
+def _added(stored: Any, added: Any) -> ColumnElement[int]:
+    """``stored + added``, held at the largest BIGINT instead of overflowing (an error on
+    PostgreSQL, a float on SQLite). Both are never negative."""
+    bound = literal(INT64_MAX, BigInteger)
+    return case((stored > bound - added, bound), else_=stored + added)
+
+
+@functools.cache
+def _statements(dialect: str) -> _Statements:
+    return _Statements(dialect)
