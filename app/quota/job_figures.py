@@ -37,13 +37,13 @@ from app.models import JobAction, JobFigure
 from app.quota.effective import parse_namespace
 from app.quota.reporters import authorize_reporting
 from app.quota.schemas import (
-    KEPT_ACTIONS,
     ActionFiguresRead,
     FigureKind,
     JobFiguresRead,
     JobFiguresReport,
 )
 from app.schemas import INT64_MAX
+from rgspark.wire import KEPT_ACTIONS
 
 __all__ = ["add", "forget_before", "read"]
 

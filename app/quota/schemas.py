@@ -8,7 +8,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
 from app.schemas import NAME_CHARS, ResourceGroupRead, WholeNumber
-from rgspark.wire import UNKNOWN_DEMAND, UNLIMITED_ALLOCATION
+from rgspark.wire import (
+    KEPT_ACTIONS,
+    MAX_ACTIONS_PER_POST,
+    UNKNOWN_DEMAND,
+    UNLIMITED_ALLOCATION,
+)
 
 REPORTER_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
 NAMESPACE_REF_PATTERN = f"^{NAME_CHARS}/{NAME_CHARS}$"
@@ -23,9 +28,6 @@ MAX_USED = 2**63 - 1
 #: The id of a Spark action (or a streaming query's micro-batch) in a job's figures, as
 #: rgspark's tasks name it (``sql:3``).
 ACTION_ID_PATTERN = r"^[A-Za-z0-9:._-]{1,128}$"
-MAX_ACTIONS_PER_POST = 64
-#: Actions a job's figures keep per role and kind: the latest by start.
-KEPT_ACTIONS = 16
 #: The most a post says of one figure: integers JavaScript's numbers hold exactly.
 MAX_FIGURE = 2**53
 FigureKind = Literal["publish", "dispatch"]

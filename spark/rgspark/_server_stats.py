@@ -9,7 +9,7 @@ once it has returned; and every `FLUSH_S` from a daemon thread, for the function
 without saying when their task ends (a Python UDF, ``applyInPandas``), whose last figures
 thus arrive up to `FLUSH_S` after their action. The driver reads the sums back with
 ``GET /quota/v1/jobs/{job}/figures?kind=...``: the server adds up every worker's, and keeps
-the last `rgspark._stats.KEPT_ACTIONS` actions.
+the last `rgspark.wire.KEPT_ACTIONS` actions.
 
 A send that fails keeps its figures for the next one; a failure is logged at most once a
 `WARN_EVERY_S`, never raised: figures never stop a task.
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ._exceptions import RGSparkError, UnexpectedResponseError
 from ._stats import Entry, Figures, add_entry
+from .wire import MAX_ACTIONS_PER_POST
 
 if TYPE_CHECKING:
     from ._admin import AdminClient
@@ -34,7 +35,6 @@ __all__ = ["FLUSH_S", "ServerCount"]
 logger = logging.getLogger("rgspark")
 
 FLUSH_S = 0.5  # how often a worker process sends what its tasks charged since
-MOST_ACTIONS = 64  # the most actions one send names (the server's limit)
 WARN_EVERY_S = 60.0
 
 
@@ -143,14 +143,14 @@ class _Pending:
 
 
 def _merge(actions: dict[str, Entry], action: str, entry: Entry) -> None:
-    """Add `entry` to `actions`; past `MOST_ACTIONS`, the two oldest become one (under the
+    """Add `entry` to `actions`; past `MAX_ACTIONS_PER_POST`, the two oldest become one (under the
     older's name), so that the totals still count every row and the last action stays."""
     known = actions.get(action)
     if known is None:
         actions[action] = list(entry)
     else:
         add_entry(known, entry)
-    if len(actions) > MOST_ACTIONS:
+    if len(actions) > MAX_ACTIONS_PER_POST:
         oldest, older = sorted(actions, key=lambda name: actions[name][3])[:2]
         add_entry(actions[oldest], actions.pop(older))
 

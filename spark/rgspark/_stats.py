@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ._exceptions import FiguresNotCountedError
+from .wire import KEPT_ACTIONS
 
 if TYPE_CHECKING:
     from pyspark import Accumulator, SparkContext
@@ -33,8 +34,6 @@ __all__ = ["ActionStats", "Entry", "Figures", "ThrottleStats", "add_entry"]
 # An action's figures: [rows, bytes, held seconds, start, end] (seconds since the epoch).
 Entry = list[float]
 
-# Actions whose figures the driver keeps; the totals count every one.
-KEPT_ACTIONS = 16
 NOT_COUNTED = (
     "These stats were made without a SparkContext, so nothing counts in them: take the "
     "helpers' own, client.stats[kind]"

@@ -24,8 +24,10 @@ __all__ = [
     "GRACE_INTERVALS",
     "JOB_ID_PATTERN",
     "JOB_SEPARATOR",
+    "KEPT_ACTIONS",
     "KEPT_HEADER",
     "KINDS",
+    "MAX_ACTIONS_PER_POST",
     "RATE_FIELDS",
     "SIGNIFICANT_CHANGE",
     "UNKNOWN_DEMAND",
@@ -79,6 +81,10 @@ JOB_ID_PATTERN = r"^[A-Za-z0-9_]{1,32}$"
 #: of ``A-Z a-z 0-9 _ -``; an id made without a job (32 hex digits) has none.
 JOB_SEPARATOR = "-"
 _JOB_ID = re.compile(JOB_ID_PATTERN)
+#: A job's figures (``/quota/v1/jobs/{job}/figures``): the most actions one post names, and
+#: the actions kept per role and kind, the latest by start (totals count every one).
+MAX_ACTIONS_PER_POST = 64
+KEPT_ACTIONS = 16
 
 #: Seconds of its rate that a reporter's bucket holds: enough for the slices the Spark
 #: helpers charge (about 100 ms of rate), small enough that reporters waking together

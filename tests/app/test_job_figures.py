@@ -16,10 +16,10 @@ from sqlalchemy import Engine, func, select, update
 
 from app.api.quota import forget_old_figures
 from app.models import JobAction, JobFigure
-from app.quota.schemas import KEPT_ACTIONS, MAX_ACTIONS_PER_POST, MAX_FIGURE
+from app.quota.schemas import MAX_FIGURE
 from app.schemas import INT64_MAX
 from app.state import state_of
-from rgspark.wire import KINDS
+from rgspark.wire import KEPT_ACTIONS, KINDS, MAX_ACTIONS_PER_POST
 from tests.app.test_quota_reports import body, report
 from tests.conftest import SUPERUSER, serve
 from tests.factories import FakeClock, create_namespace, create_tenant, grant, reason

@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from rgspark import FiguresNotCountedError, ResourceGroupClient
-from rgspark._server_stats import MOST_ACTIONS, ServerCount, _merge, _Pending
+from rgspark._server_stats import ServerCount, _merge, _Pending
 from rgspark._stats import ActionStats, Entry, ThrottleStats
+from rgspark.wire import MAX_ACTIONS_PER_POST
 
 if TYPE_CHECKING:
     from tests.spark.conftest import RGServer
@@ -108,12 +109,12 @@ def test_a_send_that_fails_is_kept_for_the_next(
 
 def test_past_the_most_actions_a_send_names_the_oldest_two_become_one() -> None:
     actions: dict[str, Entry] = {}
-    for n in range(MOST_ACTIONS + 3):
+    for n in range(MAX_ACTIONS_PER_POST + 3):
         _merge(actions, f"sql:{n}", entry(n, n, n + 0.5))
-    assert len(actions) == MOST_ACTIONS
-    assert sum(e[0] for e in actions.values()) == sum(range(MOST_ACTIONS + 3))
+    assert len(actions) == MAX_ACTIONS_PER_POST
+    assert sum(e[0] for e in actions.values()) == sum(range(MAX_ACTIONS_PER_POST + 3))
     assert actions["sql:0"][3:] == [START, START + 3.5]  # 0 to 3 folded, in its name
-    assert f"sql:{MOST_ACTIONS + 2}" in actions  # the last one stays
+    assert f"sql:{MAX_ACTIONS_PER_POST + 2}" in actions  # the last one stays
 
 
 def test_stats_made_without_a_context_say_they_count_nothing() -> None:
