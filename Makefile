@@ -34,7 +34,7 @@ $(SPARK35_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(SPARK35_VENV)
 	$(SPARK35_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(SPARK35_VENV)/bin/python -m pip install --quiet -e '.[server,spark]' \
-		'pyspark[sql]==3.5.*' 'pyarrow<26' pytest
+		'pyspark[sql]==3.5.*' 'pyarrow<26' 'pytest>=8,<10'
 	touch $@
 
 serve: $(VENV)/.server-installed
