@@ -104,14 +104,11 @@ class ThrottleStats:
 
     def add(self, rows: int, nbytes: int, waited_s: float) -> None:
         """Count a slice a task sent, that waited `waited_s` before it was released."""
-        if self.counted:
-            now = time.time()
-            if self._figures is not None:
-                self._figures.add(
-                    Figures.of(_action(), rows, nbytes, waited_s, now - waited_s, now)
-                )
-            elif self._server is not None:
-                self._server.add(_action(), [rows, nbytes, waited_s, now - waited_s, now])
+        now = time.time()
+        if self._figures is not None:
+            self._figures.add(Figures.of(_action(), rows, nbytes, waited_s, now - waited_s, now))
+        elif self._server is not None:
+            self._server.add(_action(), [rows, nbytes, waited_s, now - waited_s, now])
 
     def flush(self) -> None:
         """A task's end: what it counted on the server is sent now (an accumulator's is
