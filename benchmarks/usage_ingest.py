@@ -333,7 +333,7 @@ def _history_sampling(server: Server, started: float) -> dict[str, Any]:
         connection.close()
     figures = {
         name: float(value)
-        for name, value in (line.split() for line in text.splitlines() if line[:1] != "#")
+        for name, _, value in (line.rpartition(" ") for line in text.splitlines())
         if name in ("rg_usage_history_sample_seconds_count", "rg_usage_history_sample_seconds_sum")
     }
     seconds = figures.get("rg_usage_history_sample_seconds_sum", 0.0)

@@ -81,10 +81,9 @@ class _Shared:
     """Which (held weakly: held, it would tie the session, which holds this in its info, in
     a cycle that only the garbage collector frees, a whole session's objects at every
     report, and Spark workers' reports stalled for 90 ms whenever it did)."""
-    changed: MarkerLook | None = None
-    """The transaction's last look at changed markers, dropped whenever it may move one."""
     moved: bool = False
-    """Whether it may have moved markers."""
+    """Whether it may have moved markers: looks at them that the process shares (made
+    before, or by others) no longer tell it what moved."""
     locked: set[str] = field(default_factory=set)
     """Groups whose lock the transaction holds."""
     groups: dict[str, GroupRow] = field(default_factory=dict)
@@ -322,16 +321,18 @@ class UsageRepository:
         """(group, marker) of up to ``limit`` groups whose marker changed after ``since``,
         oldest change first; and the look made (at ``now``) to find them, if one was.
 
-        A look already made serves if it can tell (`MarkerLook.after`): the transaction's
-        own, while nothing in it moved a marker since, else ``shared`` (the process's), if
-        nothing in the transaction moved one at all. A look made here reaches
+        ``shared``, the process's last look, serves if it can tell (`MarkerLook.after`) and
+        nothing in the transaction moved a marker. A look made here reaches
         `SHARED_LOOK_BACK` further back and `SHARED_LOOK_EXTRA` further on than asked, so
         that reports that looked a moment earlier or have more groups find their answer in it.
+        Only the process's looks are shared: a report of more groups than
+        `app.quota.store.FEW_GROUPS` names several namespaces, so it takes no lane and has a
+        transaction of its own, in which a look of its own would never serve twice
+        (``benchmarks.usage_ingest --shape broker --quick``: 0 of 127 looks).
         """
-        own = self.shared
-        for look in (own.changed if own is not None else None, None if self.moved else shared):
-            if look is not None and (found := look.after(since, limit)) is not None:
-                return found, None
+        found = None if shared is None or self.moved else shared.after(since, limit)
+        if found is not None:
+            return found, None
         look_since, most = since - SHARED_LOOK_BACK, limit + SHARED_LOOK_EXTRA
         rows = self._run(self.sql.changed_markers, {"since": look_since, "limit": most}).all()
         made = MarkerLook(
@@ -340,8 +341,6 @@ class UsageRepository:
             found=[(name, marker, _aware(at)) for name, marker, at in rows],
             complete=len(rows) < most,
         )
-        if own is not None:
-            own.changed = made
         found = made.after(since, limit)
         if found is None:
             # So many changed in the look back that the look did not reach ``limit`` of
@@ -358,7 +357,6 @@ class UsageRepository:
     def _markers_move(self) -> None:
         """This transaction may move markers: a look at them made before no longer holds."""
         if self.shared is not None:
-            self.shared.changed = None
             self.shared.moved = True
 
     def move_markers(self, groups: Iterable[str], now: datetime) -> None:

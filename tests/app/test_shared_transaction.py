@@ -60,23 +60,6 @@ def transaction(app: FastAPI) -> Session:
 
 @pytest.mark.usefixtures("world")
 class TestOneTransactionsReports:
-    def test_one_look_at_changed_markers_serves_the_transactions_reports(
-        self, app: FastAPI, engine: Engine
-    ) -> None:
-        with transaction(app) as session, statements(engine, "quota_groups") as seen:
-            UsageRepository.of(session).move_markers(["g1", "g2"], datetime.now(UTC))
-            first, _ = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)
-            again, _ = UsageRepository.of(session).changed_markers(LONG_AGO + timedelta(1), 10, NOW)
-            assert len(seen) == 2  # the move and one look
-            assert sorted(name for name, _ in first) == ["g1", "g2"]
-            assert again == first
-            # Moved by the transaction: looked at anew, and found moved.
-            UsageRepository.of(session).move_markers(["g1"], datetime.now(UTC))
-            moved = dict(UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)[0])
-            assert len(seen) == 4
-            assert moved["g1"] != dict(first)["g1"]
-            session.rollback()
-
     def test_a_shared_look_gives_what_a_look_of_its_own_would(
         self, app: FastAPI, engine: Engine
     ) -> None:
@@ -86,8 +69,11 @@ class TestOneTransactionsReports:
             session.commit()
         for since, limit in [(LONG_AGO, 3), (now - timedelta(seconds=1), 10), (now, 10)]:
             with transaction(app) as session:
-                UsageRepository.of(session).changed_markers(since - timedelta(seconds=1), 10, NOW)
-                shared, _ = UsageRepository.of(session).changed_markers(since, limit, NOW)
+                earlier = since - timedelta(seconds=1)
+                _, look = UsageRepository.of(session).changed_markers(earlier, 10, NOW)
+            with transaction(app) as session, statements(engine, "quota_groups") as seen:
+                shared, made = UsageRepository.of(session).changed_markers(since, limit, NOW, look)
+                assert (made, seen) == (None, [])  # the look served
                 alone, _ = UsageRepository(session.connection()).changed_markers(since, limit, NOW)
                 assert shared == alone
 
