@@ -1,4 +1,6 @@
-# `make serve` runs the server on the embedded SQLite default; `make test` runs every test.
+# `make serve` runs the server on the embedded SQLite default; `make test` runs every test
+# (it needs PostgreSQL, Java and Chromium: it stops in one line naming what is missing);
+# `make test-fast` runs those that need none of the three, on SQLite alone.
 # `make client` installs the Spark side apart from the server's venv.
 PYTHON ?= python3
 VENV := .venv
@@ -10,7 +12,7 @@ CLIENT_VENV := .venv-client
 # PySpark 3.5 holds NumPy below 2, which PyArrow needs from 26 on.
 SPARK35_VENV := .venv-spark35
 
-.PHONY: serve test test-spark35 client lint format openapi
+.PHONY: serve test test-fast test-spark35 client lint format openapi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +36,7 @@ $(SPARK35_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(SPARK35_VENV)
 	$(SPARK35_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(SPARK35_VENV)/bin/python -m pip install --quiet -e '.[server,spark]' \
-		'pyspark[sql]==3.5.*' 'pyarrow<26' 'pytest>=8,<10'
+		'pyspark[sql]==3.5.*' 'pyarrow<26' 'pytest>=8,<10' 'pytest-timeout>=2.3,<3'
 	touch $@
 
 serve: $(VENV)/.server-installed
@@ -45,8 +47,12 @@ client: $(CLIENT_VENV)/.installed
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest
 
+test-fast: $(VENV)/.test-installed
+	$(BIN)/python -m pytest -m "not spark and not browser and not postgresql"
+
+# Only the tests that run Spark: the others of tests/spark do not depend on its version.
 test-spark35: $(SPARK35_VENV)/.installed
-	$(SPARK35_VENV)/bin/python -m pytest tests/spark
+	$(SPARK35_VENV)/bin/python -m pytest tests/spark -m spark
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .

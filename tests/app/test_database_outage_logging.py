@@ -28,6 +28,9 @@ from app.db import upgrade_schema
 from tests.app.processes import free_port
 from tests.conftest import postgres_database
 
+# The outage is a PostgreSQL server's, cut under the app by a relay.
+pytestmark = pytest.mark.postgresql
+
 RGADMIN = str(Path(sys.executable).with_name("rgadmin"))
 SECRET = b"o" * 32
 OUTAGE_S = 4.0

@@ -181,6 +181,7 @@ def icu_database() -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.mark.postgresql
 def test_a_jobs_range_is_compared_byte_by_byte_whatever_the_collation() -> None:
     # In ICU's English, "AB-1" sorts between "ab-" and "ab.": a range compared in the
     # database's collation would take another job's reporter.

@@ -101,6 +101,7 @@ def rgadmin(*args: str, database_url: str, cwd: Path) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.postgresql
 @pytest.mark.parametrize("migrated_to", ["nothing", "first revision"])
 def test_serve_refuses_a_postgresql_schema_behind_in_one_line(
     migrated_to: str, tmp_path: Path
@@ -118,6 +119,7 @@ def test_serve_refuses_a_postgresql_schema_behind_in_one_line(
         assert stdout == ""
 
 
+@pytest.mark.postgresql
 def test_serve_starts_on_postgresql_once_migrated(tmp_path: Path) -> None:
     with postgres_database() as url:
         migrate = rgadmin("migrate", database_url=url, cwd=tmp_path)

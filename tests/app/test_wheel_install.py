@@ -121,6 +121,7 @@ def database_url() -> Iterator[str]:
         yield url
 
 
+@pytest.mark.postgresql
 def test_the_installed_server_migrates_postgresql_and_serves_from_elsewhere(
     installed: Installed, database_url: str, tmp_path: Path
 ) -> None:

@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Its servers run on a PostgreSQL database of their own, as in production.
+pytestmark = pytest.mark.postgresql
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

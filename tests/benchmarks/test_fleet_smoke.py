@@ -11,6 +11,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+# Its servers run on a PostgreSQL database of their own, as in production.
+pytestmark = pytest.mark.postgresql
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = REPO_ROOT / "benchmarks" / "scenarios" / "quota-change.json"
 TRACE_COLUMNS = ["t_s", "reporter", "quota", "demand_rate", "allocated_rate", "consumed"]

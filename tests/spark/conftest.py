@@ -25,12 +25,6 @@ if TYPE_CHECKING:
 REPORT_INTERVAL_S = 0.5
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "spark: runs real PySpark jobs in local mode (deselect with -m 'not spark')"
-    )
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     import pyspark
 

@@ -17,9 +17,9 @@ import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, expect, sync_playwright
 
 from tests.conftest import SUPERUSER, empty_tables
+from tests.preflight import CHROMIUM
 from tests.ui.harness import DashboardServer, Workload, dashboard_server
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 # Playwright's actions and waiting assertions give up after this long.
 TIMEOUT_MS = 15_000
@@ -28,8 +28,6 @@ expect.set_options(timeout=TIMEOUT_MS)
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
     with sync_playwright() as playwright:
         # Debian's build, never a downloaded one.
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM))
