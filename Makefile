@@ -36,7 +36,7 @@ $(SPARK35_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(SPARK35_VENV)
 	$(SPARK35_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(SPARK35_VENV)/bin/python -m pip install --quiet -e '.[server,spark]' \
-		'pyspark[sql]==3.5.*' 'pyarrow<26' 'pytest>=8,<10' 'pytest-timeout>=2.3,<3'
+		'pyspark[sql]==3.5.*' 'pyarrow<26' 'pytest==9.2.0' 'pytest-timeout==2.4.0'
 	touch $@
 
 serve: $(VENV)/.server-installed
