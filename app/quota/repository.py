@@ -92,8 +92,9 @@ class _Shared:
 
 
 _SHARED = "usage_reports"
-# Looks at changed markers reach this much further back than asked, so that the next
-# report of the transaction, whose last look was a moment earlier, finds its answer there.
+# Looks at changed markers reach this much further back than asked, so that the process's
+# next reports (`app.quota.cache.MARKER_LOOK_S`), whose last look was a moment earlier, find
+# their answer there.
 SHARED_LOOK_BACK = timedelta(seconds=2)
 SHARED_LOOK_EXTRA = 64
 
