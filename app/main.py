@@ -44,7 +44,7 @@ from app.quota.lanes import ReportLanes
 from app.quota.leases import keep_alive_s
 from app.quota.repository import UsageRepository
 from app.quota.statements import new_token
-from app.quota.store import STALE_REPORT_INTERVALS
+from app.quota.tuning import STALE_REPORT_INTERVALS
 from app.readcache import group_cache_for
 from app.request_quotas import RequestThrottle
 from app.state import AppState, attach, state_of

@@ -115,9 +115,9 @@ except ImportError:  # a source checkout where the package is not installed
     from rgspark.wire import DIMENSIONS, GRACE_INTERVALS, moved
 
 from app.config import Settings
-from app.quota.changes import POLL_S
 from app.quota.fair import max_min_fair
 from app.quota.history import WRITE_EVERY_S
+from app.quota.tuning import POLL_S
 from benchmarks._store_server import StoreServer
 
 ALGORITHMS = ("project", "pulsar", "static")

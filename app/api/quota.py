@@ -35,7 +35,6 @@ from app.errors import (
     responses,
 )
 from app.quota import history, job_figures, reporters, store
-from app.quota.changes import MAX_WAIT_S
 from app.quota.counts import Bucket
 from app.quota.schemas import (
     MAX_CLOCK_AHEAD_S,
@@ -49,6 +48,7 @@ from app.quota.schemas import (
     ReportResult,
     UsageReport,
 )
+from app.quota.tuning import MAX_WAIT_S
 from app.schemas import NamespaceName, TenantName
 from app.state import AppState
 from rgspark.wire import JOB_ID_PATTERN, KEPT_HEADER

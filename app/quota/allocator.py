@@ -84,13 +84,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from app.quota.fair import water_level
+from app.quota.tuning import FLOOR, GROWTH, PROBE, WAITING
 from rgspark.wire import UNKNOWN_DEMAND
-
-FLOOR = 0.01  # of an equal share: the least any reporter is allocated
-PROBE = 0.02  # of a share, and of the quota in all: newcomers' start when none is free
-GROWTH = 0.25  # growth room out of spare quota, as a fraction of a reporter's fair share
-WAITING = 0.95  # a grant below this fraction of the fair share waits for headroom
-EARLY_REPORT = 0.125  # of an interval: when a waiting reporter should report again
 
 
 @dataclass(frozen=True, slots=True, init=False)

@@ -27,21 +27,8 @@ from datetime import datetime
 from typing import NamedTuple
 
 from app.quota.effective import Effective
+from app.quota.tuning import MARKER_LOOK_S, MAX_MARKERS_READ, MAX_NAMESPACES, MAX_REPORTERS
 from app.quota.types import Figures, GroupQuotas, NamespaceKey, Rates
-
-MAX_REPORTERS = 20_000  # reporters remembered, least recently reporting forgotten first
-MAX_NAMESPACES = 1_000_000
-"""Namespaces of the reporters remembered, summed (``RG_REPORT_CACHE_NAMESPACES``; about
-1.4 KB each: a broker reporting 5,000 namespaces holds 7 MB): past it, the least recently
-reporting are forgotten first, whatever a role does, and their next reports read their rows
-again."""
-MARKER_LOOK_S = 0.1
-"""How long a look at the markers (those changed, or those of some groups) serves the
-process's other reports: a report served by an earlier look is one that arrived that much
-earlier, and what it missed, its next report finds (it looks back an interval further than
-its last report, or reads the markers as they are then)."""
-MAX_MARKERS_READ = 10_000  # groups whose markers, as last read, the process keeps at once
-
 
 # Rows, plans and answers are tuples of plain values, not objects: a process may remember
 # millions of them, and Python's garbage collector stops looking at such tuples (and at dicts

@@ -26,13 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from starlette.concurrency import run_in_threadpool
 
 from app.outage_log import OutageLog
+from app.quota.tuning import POLL_S
 
-__all__ = ["MAX_WAIT_S", "POLL_S", "ChangeWatch", "Reading"]
+__all__ = ["ChangeWatch", "Reading"]
 
 logger = logging.getLogger(__name__)
-
-POLL_S = 0.2  # how often a process reads the generation while someone waits
-MAX_WAIT_S = 60.0  # the longest a request may ask to wait
 
 Reading = tuple[int, dict[str, int]]
 """The admin generation, and the wake of each group asked about (0 for one with no row)."""

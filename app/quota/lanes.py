@@ -52,13 +52,8 @@ from app import transactions
 from app.errors import AppError, ServiceUnavailable
 from app.quota.pacing import Pace, spread
 from app.quota.store import Claim, Claimed, claim_all
+from app.quota.tuning import MAX_BATCH, SATURATED
 from rgspark.wire import KEPT_HEADER
-
-MAX_BATCH = 32
-"""Reports stored in one transaction: it holds the group's lock, which reports of the
-group from other processes wait for, while it stores them all."""
-SATURATED = 0.25
-"""Of the longest a report may wait: a lane whose reports wait this long is saturated."""
 
 
 class Work(Protocol):

@@ -40,11 +40,10 @@ import math
 from datetime import datetime, timedelta
 
 from app.quota.allocator import Levels
+from app.quota.tuning import FULL_LOOK_INTERVALS
 from rgspark.wire import GRACE_INTERVALS, SIGNIFICANT_CHANGE, moved
 
 __all__ = [
-    "FULL_LOOK_INTERVALS",
-    "LEAVE_WAKE",
     "SILENT_INTERVALS",
     "full_look_s",
     "keep_alive_s",
@@ -55,8 +54,6 @@ __all__ = [
 
 # A reporter with a lease of one interval is gone after this many (rgspark.wire's grace).
 SILENT_INTERVALS = 1 + GRACE_INTERVALS
-LEAVE_WAKE = 0.02  # of a group's allocations in force: a leave that wakes its reporters
-FULL_LOOK_INTERVALS = 3  # with the longest lease: how often a reporter looks at every marker
 
 
 def lease_s(*, steady: bool, interval_s: float, max_lease_s: float) -> float:

@@ -29,15 +29,15 @@ from pydantic_core import to_json
 
 from app.quota.allocator import Levels
 from app.quota.leases import shares_moved
+from app.quota.tuning import SUMMARY_SHARE
 from app.quota.types import DEMANDS, USAGES, Figures, GroupQuotas
 from rgspark.wire import UNKNOWN_DEMAND
 
-__all__ = ["SUMMARY_SHARE", "DimensionSummary", "GroupSummary"]
+__all__ = ["DimensionSummary", "GroupSummary"]
 
 Previous = tuple[GroupQuotas, tuple[Levels | None, ...]]
 """What a summary's successor reads of it (`GroupSummary.wake_after`): its quotas, and the
 levels of the group's last wake."""
-SUMMARY_SHARE = 1 / 32  # of a group's reporters: grants from one summary once it changed
 
 
 @dataclass(frozen=True, slots=True)

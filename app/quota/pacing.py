@@ -39,13 +39,9 @@ import random
 from collections import OrderedDict
 from collections.abc import Sequence
 
-__all__ = ["SPREAD", "UTILIZATION", "Pace", "spread"]
+from app.quota.tuning import LEAST_PACE, MOST_FALL, SMOOTHING, SPREAD, UTILIZATION
 
-SPREAD = 0.5  # each answer's pace is the namespace's, up to this much longer (at random)
-UTILIZATION = 0.5  # of its time, what a lane is kept busy with its paced workers' reports
-SMOOTHING = 0.1  # weight of a saturated transaction's cost in the lane's (a moving average)
-MOST_FALL = 2.0  # a pace falls by at most this factor at once
-LEAST_PACE = 0.1  # of an interval: a pace below this is none
+__all__ = ["Pace", "spread"]
 
 
 class Pace:

@@ -31,13 +31,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from app.quota.allocator import granted, summarize_columns
-from app.quota.leases import LEAVE_WAKE
 from app.quota.levels import DimensionSummary, GroupSummary
+from app.quota.tuning import LEAVE_WAKE, PACED_RISE
 from app.quota.types import ALLOCATIONS, DEMANDS, USAGES, Figures, GroupQuotas, Rates
 from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, UNKNOWN_DEMAND, moved
 
 __all__ = [
-    "PACED_RISE",
     "GroupPlan",
     "Member",
     "allocations_of",
@@ -48,7 +47,6 @@ __all__ = [
     "take",
 ]
 
-PACED_RISE = 0.01  # of its rate: a paced reporter takes no smaller rise
 Sums = list[float]
 """A group's allocations in force, summed per dimension (in `DIMENSIONS` order)."""
 
@@ -222,7 +220,7 @@ def allocations_of(figures: Figures) -> tuple[float | None, ...]:
 def take(in_force: Sequence[float], leaving: Sequence[float]) -> tuple[Sums, bool]:
     """The sums once rows whose allocations sum to ``leaving`` left the group (never below
     0), and whether that frees enough of them to wake the group's reporters
-    (`app.quota.leases.LEAVE_WAKE`)."""
+    (`app.quota.tuning.LEAVE_WAKE`)."""
     woken = any(
         was > 0 and left >= LEAVE_WAKE * was for was, left in zip(in_force, leaving, strict=True)
     )

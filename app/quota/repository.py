@@ -12,7 +12,7 @@ import json
 import weakref
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from psycopg import adapters
@@ -30,6 +30,7 @@ from app.quota.statements import (
     new_tokens,
     statements_for,
 )
+from app.quota.tuning import SHARED_LOOK_BACK, SHARED_LOOK_EXTRA
 from app.quota.types import ALLOCATIONS, Figures, NamespaceKey, Rates
 from rgspark.wire import job_range
 
@@ -92,11 +93,6 @@ class _Shared:
 
 
 _SHARED = "usage_reports"
-# Looks at changed markers reach this much further back than asked, so that the process's
-# next reports (`app.quota.cache.MARKER_LOOK_S`), whose last look was a moment earlier, find
-# their answer there.
-SHARED_LOOK_BACK = timedelta(seconds=2)
-SHARED_LOOK_EXTRA = 64
 
 
 class UsageRepository:
@@ -327,7 +323,7 @@ class UsageRepository:
         `SHARED_LOOK_BACK` further back and `SHARED_LOOK_EXTRA` further on than asked, so
         that reports that looked a moment earlier or have more groups find their answer in it.
         Only the process's looks are shared: a report of more groups than
-        `app.quota.store.FEW_GROUPS` names several namespaces, so it takes no lane and has a
+        `app.quota.tuning.FEW_GROUPS` names several namespaces, so it takes no lane and has a
         transaction of its own, in which a look of its own would never serve twice
         (``benchmarks.usage_ingest --shape broker --quick``: 0 of 127 looks).
         """

@@ -83,7 +83,6 @@ from app.db import after_commit
 from app.errors import NotFound
 from app.metrics import GroupStats, GroupTotals
 from app.quota import answers, planner
-from app.quota.allocator import EARLY_REPORT
 from app.quota.cache import Answer, LastAnswer, Plan, ReportCache, ReporterState, Row
 from app.quota.counts import UsageCounter
 from app.quota.effective import Effective, EffectiveRows, parse_namespace
@@ -105,6 +104,13 @@ from app.quota.schemas import (
     UsageReport,
 )
 from app.quota.statements import new_token, new_tokens
+from app.quota.tuning import (
+    EARLY_REPORT,
+    FEW_GROUPS,
+    FEW_MARKERS,
+    LATE_COMMIT_S,
+    STALE_REPORT_INTERVALS,
+)
 from app.quota.types import ALLOCATIONS, Figures, NamespaceKey, Rates
 from rgspark.wire import ALLOCATION_CHANGE, DIMENSIONS, moved
 
@@ -119,12 +125,6 @@ __all__ = [
     "submit",
 ]
 
-STALE_REPORT_INTERVALS = 2  # a report older than this on arrival is not stored
-LATE_COMMIT_S = 5.0  # reports commit within this of their start (a broker's takes ~1 s)
-# A report reads the markers changed since its last one, unless more changed than this (or
-# than it has rows): then the database compares all its rows with their groups' markers.
-FEW_MARKERS = 100
-FEW_GROUPS = 16  # a reporter of no more groups reads their markers as they are
 _ALL_UNLIMITED: Rates = (None,) * len(DIMENSIONS)
 _ALLOCATION_AT = frozenset(ALLOCATIONS)
 
@@ -609,7 +609,7 @@ def _moved_markers(
     `LATE_COMMIT_S` further back (an interval at most), for changes that committed later
     than they were made; one that took longer still is found by the next full look,
     ``full_look`` seconds on (`app.quota.leases.full_look_s`). The process's reports share
-    either look for `app.quota.cache.MARKER_LOOK_S`: a report served by one is one that came
+    either look for `app.quota.tuning.MARKER_LOOK_S`: a report served by one is one that came
     that much earlier, and what it missed, its next finds.
     """
     if known is not None and len(known.plans) <= FEW_GROUPS:

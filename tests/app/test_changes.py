@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
-from app.quota.changes import POLL_S
+from app.quota.tuning import POLL_S
 from tests.app.processes import rgadmin_servers
 from tests.conftest import SUPERUSER
 

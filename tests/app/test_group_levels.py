@@ -12,7 +12,8 @@ from sqlalchemy import Engine, func, select
 
 from app.config import Settings
 from app.models import QuotaGroup, QuotaUsage
-from app.quota.levels import SUMMARY_SHARE, GroupSummary
+from app.quota.levels import GroupSummary
+from app.quota.tuning import SUMMARY_SHARE
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     INTERVAL_S,
     QUOTA,

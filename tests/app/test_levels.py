@@ -11,8 +11,9 @@ from typing import TypeVar
 
 import pytest
 
-from app.quota.allocator import PROBE, Levels, granted, summarize_columns
+from app.quota.allocator import Levels, granted, summarize_columns
 from app.quota.levels import DimensionSummary, GroupSummary
+from app.quota.tuning import PROBE
 
 QUOTA = 1000.0
 T = TypeVar("T")

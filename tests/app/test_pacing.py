@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.quota.pacing import LEAST_PACE, SPREAD, UTILIZATION, Pace
+from app.quota.pacing import Pace
+from app.quota.tuning import LEAST_PACE, SPREAD, UTILIZATION
 
 INTERVAL_S = 1.0
 SILENT_S = 10.0

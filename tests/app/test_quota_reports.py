@@ -15,9 +15,8 @@ from sqlalchemy.exc import OperationalError
 from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
 from app.quota import reporters, store
-from app.quota.allocator import EARLY_REPORT
 from app.quota.schemas import MAX_CLOCK_AHEAD_S
-from app.quota.store import FEW_MARKERS
+from app.quota.tuning import EARLY_REPORT, FEW_MARKERS
 from tests.check import assert_store_consistent
 from tests.conftest import SUPERUSER
 from tests.factories import FakeClock, create_group, create_namespace, create_tenant, reason

@@ -18,7 +18,8 @@ from sqlalchemy.orm import Session
 from app.errors import Forbidden, ServiceUnavailable
 from app.models import QuotaReporter, RequestQuota
 from app.quota import reporters
-from app.quota.lanes import MAX_BATCH, ReportLanes, Work
+from app.quota.lanes import ReportLanes, Work
+from app.quota.tuning import MAX_BATCH
 from app.state import state_of
 from rgspark.wire import GRACE_INTERVALS, KEPT_HEADER
 

@@ -16,13 +16,14 @@ from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
 from app.models import QuotaGroup, QuotaReporter
-from app.quota.cache import MARKER_LOOK_S, ReportCache
+from app.quota.cache import ReportCache
 from app.quota.repository import (
     SHARED_LOOK_BACK,
     SHARED_LOOK_EXTRA,
     Claim,
     UsageRepository,
 )
+from app.quota.tuning import MARKER_LOOK_S
 from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
