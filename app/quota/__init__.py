@@ -24,6 +24,8 @@ Glossary:
 - **Counts**: the units reporters say they used, per group and moment: the figures people
   read (`counts`, `history`).
 
+Every tuning constant is in `tuning`, with what it trades and what chose it.
+
 Versions: each guards what a process remembers, and changes whenever what it guards does.
 
 ================  =====================================  ====================================
