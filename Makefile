@@ -12,7 +12,7 @@ CLIENT_VENV := .venv-client
 # PySpark 3.5 holds NumPy below 2, which PyArrow needs from 26 on.
 SPARK35_VENV := .venv-spark35
 
-.PHONY: serve test test-fast test-spark35 client lint format openapi
+.PHONY: serve test test-fast test-spark35 client lint format openapi docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ $(VENV)/.server-installed: pyproject.toml | $(BIN)/python
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@ $(VENV)/.server-installed
+
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $@
 
 $(CLIENT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(CLIENT_VENV)
@@ -62,6 +66,12 @@ lint: $(VENV)/.test-installed
 format: $(VENV)/.test-installed
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# The documentation site, into site/: --strict fails on a broken link or a page not in the nav,
+# and the check on any script, style or font the pages would load from the network.
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(BIN)/python scripts/check_site_offline.py site
 
 openapi: $(VENV)/.server-installed
 	$(BIN)/python -m app.openapi

@@ -1,4 +1,4 @@
-"""The README's spark-submit command, run as written, holds the job to its group's rate.
+"""The Spark guide's spark-submit command, run as written, holds the job to its group's rate.
 
 The command runs in bash from a folder laid out as this repository is after ``make client``:
 ``.venv-client`` is the Python running these tests (it has rgspark, PySpark and PyArrow),
@@ -27,21 +27,20 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
-README_URL = "http://127.0.0.1:8080"
-RATE = 2000  # etl-gold's publishRateInMsgs in the README's tour
+GUIDE = ROOT / "docs" / "spark.md"
+GUIDE_URL = "http://127.0.0.1:8080"
+RATE = 2000  # etl-gold's publishRateInMsgs in the quick start's tour
 
 
-def readme_command() -> str:
-    """The README's shell block that runs spark-submit."""
-    blocks = re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+def guide_command() -> str:
+    """The Spark guide's shell block that runs spark-submit."""
+    blocks = re.findall(r"```sh\n(.*?)```", GUIDE.read_text(), re.DOTALL)
     [block] = [block for block in blocks if "spark-submit" in block]
     return str(block)
 
 
-def test_the_readme_spark_submit_command_holds_the_rate(
-    rg_server: RGServer, tmp_path: Path
-) -> None:
-    # The README's tour: group etl-gold on team-a/ingest, role etl-job granted produce.
+def test_the_guide_spark_submit_command_holds_the_rate(rg_server: RGServer, tmp_path: Path) -> None:
+    # The quick start's tour: group etl-gold on team-a/ingest, role etl-job granted produce.
     admin = rg_server.admin
     create_group(admin, "etl-gold", publishRateInMsgs=RATE, publishRateInBytes=10485760)
     create_tenant(admin, "team-a", ["team-a"])
@@ -49,13 +48,13 @@ def test_the_readme_spark_submit_command_holds_the_rate(
     (tmp_path / ".venv-client").symlink_to(Path(sys.prefix))
     for folder in ("scripts", "examples"):
         (tmp_path / folder).symlink_to(ROOT / folder)
-    command = readme_command()
-    assert command.count(README_URL) == 1
+    command = guide_command()
+    assert command.count(GUIDE_URL) == 1
     env = {name: os.environ[name] for name in PASSED_ON if name in os.environ}
     env["JOB_TOKEN"] = rg_server.token("etl-job")
 
     completed = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", command.replace(README_URL, rg_server.url)],
+        ["bash", "-euo", "pipefail", "-c", command.replace(GUIDE_URL, rg_server.url)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

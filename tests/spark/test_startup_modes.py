@@ -53,25 +53,25 @@ SAFE_RATE = 400  # msgs/s: each worker's safe rate
 REL = 0.3  # tolerance on a rate timed over a few seconds
 
 
-def readme_line() -> str:
-    """The line the README's Troubleshooting quotes for a worker that got no allocation."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    text = " ".join(readme.split("### Troubleshooting", 1)[1].split())
+def troubleshooting_line() -> str:
+    """The line the Troubleshooting page quotes for a worker that got no allocation."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md").read_text()
+    text = " ".join(page.split())
     [quoted] = re.findall(r"`(rgspark\.PolicyUnavailableError: [^`]*)`", text)
     return str(quoted)
 
 
 def failure_line(url: str, names: str, startup_s: str) -> re.Pattern[str]:
-    """The README's line for `url`, `names` (tenant/namespace) and `startup_s`, its "..."
-    (the cause) any text: a pattern of a whole line."""
-    template = readme_line()
+    """The Troubleshooting page's line for `url`, `names` (tenant/namespace) and `startup_s`,
+    its "..." (the cause) any text: a pattern of a whole line."""
+    template = troubleshooting_line()
     template = template.replace("http://127.0.0.1:8080", url).replace("team-a/ingest", names)
     template = template.replace("after 30 s", f"after {startup_s} s")
     before, after = template.split(" ... ")
     return re.compile(f"^{re.escape(before)} (?P<cause>.+) {re.escape(after)}$", re.MULTILINE)
 
 
-def test_the_readme_quotes_the_line_a_worker_raises_after_the_startup_timeout() -> None:
+def test_troubleshooting_quotes_the_line_a_worker_raises_after_the_startup_timeout() -> None:
     client = ResourceGroupClient("http://127.0.0.1:8080", tenant="team-a", namespace="ingest")
     cause = ServerUnreachableError("The admin server at http://127.0.0.1:8080 did not answer")
 
@@ -79,7 +79,7 @@ def test_the_readme_quotes_the_line_a_worker_raises_after_the_startup_timeout() 
 
     line = f"rgspark.{type(raised).__name__}: {raised}"
     found = failure_line("http://127.0.0.1:8080", "team-a/ingest", "30").fullmatch(line)
-    assert found is not None, (line, readme_line())
+    assert found is not None, (line, troubleshooting_line())
     assert found["cause"] == f"{cause}."
     # A fraction of a second is said as it was set, not rounded to a whole second.
     short = ResourceGroupClient(client.url, tenant="t", namespace="ns", startup_timeout_s=2.5)

@@ -20,7 +20,7 @@ under heavy load; and about 0.1 s of rows lost while batches run (the task that 
 second runs alone at its half for 0.15-0.2 s, until the share of the one that ended reaches
 it). So the first query below runs at 90-91% of the quota end to end, as a fixed per-task
 pacer without rgspark does (91.5%), and the second, whose batches are long, within a few
-percent: the README's text on streaming queries says how to size micro-batches.
+percent: the Spark guide's section on streaming queries says how to size micro-batches.
 """
 
 from __future__ import annotations
