@@ -1,80 +1,11 @@
 """The allocator: a group's configured rate and its reporters' fresh reports in, rates out.
 
-Pure: no I/O, no clock. The store calls it once per group and dimension, with the group's
-fresh reports, whenever one reporter reports, and answers that reporter with its own entry;
-the others pick theirs up at their own next reports, at their own times. So some reporters
-always run at new allocations while others still run at old ones, and what must stay within
-the quota is the sum *in force*, not just the sum of one answer.
-
-For a quota ``Q`` and ``n`` reporters, reporter ``i`` with demand ``d_i`` and allocation in
-force ``a_i`` (0 before its first):
-
-1. **Fair shares, namespaces first.** Demand counts as at least a floor ``φ = Q / (100 n)``:
-   an idle reporter (demand 0: it consumed nothing for a whole interval) keeps a trickle (a
-   TokenBucket needs a positive rate) through which it can show demand when it wakes.
-   ``Q`` is split max-min fairly (Doorman's FAIR_SHARE) among the namespaces by each
-   namespace's total demand, and each namespace's part among its reporters by theirs:
-   ``f_i = min(d_i, λ)`` with ``λ`` the level at which the shares add up to what is split,
-   or ``f_i = d_i`` when the demands add up to no more. So a namespace's share never
-   depends on how many processes it runs (or how many reporter ids it makes up). Demand,
-   not usage: a throttled reporter's usage is its allocation, so a split by usage
-   (Pulsar's) never lets it grow. The fair shares add up to ``Q`` at most, so they are
-   also what reporters fall back to when the server is gone (the answer's
-   ``fallbackAllocations``): a busy reporter keeps about what it had, an idle one its
-   floor, and a newcomer, whose demand is not known yet, about an equal share rather
-   than the probe below.
-2. **Targets.** Spare ``S = Q - Σ f`` (left only when every demand is met) buys each reporter
-   growth room in proportion to its share, ``t_i = f_i (1 + min(G, S / Σ f))``, ``G = 1/4``;
-   the rest of ``S`` stays unallocated, for newcomers and growers to take at once. An idle
-   reporter's target is its floor plus that room, never the quota (Pulsar hands idle
-   reporters the whole quota, and they overshoot when they wake).
-3. **Grants.** Free headroom is ``F = Q - Σ_j a_j``. A reporter above its target drops to it
-   at once. Those below rise into ``F⁺ = max(F, 0)``, shared in proportion to their
-   shortfalls ``s_i = t_i - a_i``: ``g_i = a_i + s_i · min(1, F⁺ / Σ s)``. So increases only
-   use room that others' allocations in force leave free, and a reporter rises as the
-   others shrink. A newcomer gets at least a probe even when ``F`` is used up, so it starts
-   at once: ``min(t_i, 2% · max(f_i, Q / n), 2% · Q - over)``, ``over`` being what the
-   allocations in force already exceed the quota by (its fair share counts, so that one
-   process of a new namespace does not start at a fiftieth of what another namespace's
-   fifty do); once that room is gone, only the floor ``φ``. So the
-   sum in force exceeds the quota by at most 2% for newcomers' probes, plus floors when
-   many arrive at once, before the others have reported: ``k`` newcomers joining ``n``
-   reporters within an interval add at most ``1% · Q · ln((n + k) / n)`` more (4.3% in all
-   when a group grows tenfold at once). Nothing else ever adds to it, whether the grants
-   are applied together or one by one as reporters report, except a quota cut, which
-   reaches each reporter only at its next report.
-4. **Report again soon.** A reporter should report again after an eighth of the interval
-   (`EARLY_REPORT`) rather than a whole one (`granted` says which) when it is new, when its
-   grant is short of its fair share (it waits for others to shrink: it then rises soon
-   after they do, instead of up to an interval later, which keeps convergence within 3
-   intervals), and when it wants more than its share while some reporter's demand is still
-   unknown (that share is about to grow, as soon as the unknown demands turn out smaller
-   than a share). These are transients, so the extra reports are few: 5-15% more than one
-   per interval in the simulator's scenarios.
-
-**Held figures.** The allocator is given each reporter's demand as last *recorded*, and a
-new figure is recorded only when it moved by `SIGNIFICANT_CHANGE` (5%) or more (`moved`: both
-in `rgspark.wire`, as the reporters' side of the rule uses them too).
-Measured demand always jitters a little; were every jitter fed in, every plan would move
-every allocation a little, every report would rewrite its rows, and no answer could be
-reused. Held, a steady group's inputs stay the same from one report to the next, and so do
-its grants: `granted` is a function of its inputs alone. A 5% error in a demand moves a fair
-share by less than 5%, well inside what the shares must meet.
-
-A demand of `UNKNOWN_DEMAND` (1e18, the most a report carries) or more, or `math.inf`, is unknown:
-what a reporter says before it has measured anything. It counts as unbounded, so that the
-reporter is owed an equal share until its next report, soon after, says what it really
-wants.
-
-**Burst.** A reporter's bucket should hold ``BURST_S`` = 0.1 s of its rate (`rgspark.wire`),
-not the default second, and start empty; rgspark's do. The burst is what a reporter consumes
-on top of its rate after running below it, so it lands on top of every other reporter's
-share: a second's worth, with every reporter waking at once, doubles the group's rate for a
-second. A tenth of a second bounds that at 10% even then, and at a few percent for the one
-or two reporters that change at a time. Less would hold a steady worker back between the
-slices it charges (the Spark helpers charge about 100 ms of rate at a time), which costs
-latency and makes its demand look higher than it is. Starting empty keeps a fleet of
-processes that start together from each bursting at once.
+Pure: no I/O, no clock. Max-min fair shares by demand, namespaces first (`water_level`), a
+growth room out of spare quota, and grants that rise only into the headroom the allocations
+in force leave free, with a probe for newcomers: the maths, the held figures, the burst and
+why the sum in force stays within the quota are in docs/design.md ("The maths: from demands
+to grants", "The bound"). `summarize_columns` computes a group's `Levels` from all its
+reporters at once (O(n)); `granted` is then one reporter's grant from them (O(1)).
 """
 
 from __future__ import annotations

@@ -1,42 +1,14 @@
 """Reports of one namespace, from one server process, stored together: one transaction each
 time the namespace's lane comes free.
 
-A Spark job's workers all report its namespace, so its group. While they join or settle,
-each of their reports plans the group under its lock (`app.quota.store`), and those plans
-are a sequence whatever happens here. Run as they arrive, every one of them holds a thread
-and a connection while it waits for the row lock, and the one holding the lock competes
-with all the waiting ones for the interpreter between its round trips: when 200 workers of
-one group joined within a second, reports waited over a second for a thread, and the backlog
-took five more seconds to drain. In a lane, the reports of a namespace that arrive while its
-last transaction runs wait here, at no cost, and the next transaction stores them all, one
-after another as the database would have ordered them: one statement claiming their
-workers, one wait for the lock and one commit for the lot, and one thread at work on the
-namespace.
-
-Nothing about what a report stores or answers changes: each is `store.submit` on the same
-session, in arrival order, and a report refused for its own fault (a 4xx) is refused alone:
-the batch is rolled back and its reports are stored again one by one. Should the database
-fail the batch (it is down), every report in it gets that error, as each would have alone.
-Reports that name several namespaces (a broker's) take no lane.
-
-A report that waited in its lane for ``max_wait_s`` (two report intervals: by then it is too
-old to be stored) is answered 503 without a transaction: when reports arrive faster than
-the database takes them, a lane would otherwise go on storing reports whose workers gave up
-on them long ago (and sent newer ones, which wait behind), and take longer with every one.
-The worker backs off and reports again (rgspark's fail-static rule holds its share
-meanwhile). So that it comes to that only for a moment, each lane paces its workers to what
-it stores (`app.quota.pacing`): every answer of its reports asks for no report sooner.
-
-A worker whose report waits is alive, though, and must stay counted so: were its lease to run
-out in line, the server would hand its share to others while the worker, shed, went on to
-enforce its last allocation and then its fallback, and the two would add up past the quota.
-So a report that arrives to wait keeps its worker alive at once (`Keeps`: one statement for
-all the reports that arrived meanwhile, beside the batch being stored, which may wait a
-while for the group's lock) for as long as a report may wait, and a report shed after that
-says so (`KEPT_HEADER`): its worker holds its last allocation that much longer, as the
-server counts it, rather than falling back. A shed report whose worker the server no
-longer counts (it was gone before the report came) says that too (0): its worker holds
-nothing of its own until a report of it is stored, since its share is the others' already.
+Reports that arrive while the lane's last transaction runs wait here, at no cost, and the
+next one stores up to `MAX_BATCH` of them in arrival order: one statement claiming their
+workers, one wait for the group's lock, one commit. A report refused for its own fault (a
+4xx) is stored again alone; reports of several namespaces (a broker's) take no lane. A report
+that waited ``max_wait_s`` is answered 503 without a transaction, saying for how long its
+worker is kept counted alive (`KEPT_HEADER`), which `Keeps` ensures from its arrival; the
+lane paces its workers (`app.quota.pacing`) so that this happens only for a moment. Why: the
+"Crowds: lanes and pacing" section of docs/design.md.
 """
 
 from __future__ import annotations

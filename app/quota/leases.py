@@ -1,37 +1,11 @@
 """Leases: how long an answer holds, and when reporters holding one must report at once.
 
-Every answer says how long it holds (``leaseMs``). A reporter still settling (its report
-changed something, or its grant waits for headroom) holds it one report interval, as
-before. A steady one (nothing it reports moved, its plan stands, nothing waits) holds it
-`Settings.report_lease_seconds` (8 s by default), and reports again only then, so a steady
-fleet costs the server a fraction of its reports. A reporter whose own demand moves enough
-to change a grant, or whose task of an idle kind starts, reports at once whatever its lease
-(rgspark's own rules); a demand that moves but changes no grant (`app.quota.figures`)
-leaves a report steady.
-
-A reporter is alive while its lease lasts, plus `GRACE_INTERVALS` report intervals for the
-answer's way back and a retry: then it is gone and its share returns to the others (with a
-lease of one interval, the three intervals of PIP-82's rule). Its worker falls back at the
-same moment (rgspark's fail-static rule), so the sum in force keeps its bound.
-
-The others' shares move when a group changes, and a reporter on an 8 s lease would learn
-of a newcomer 8 intervals late. So a group's **wake** moves whenever its shares moved enough
-to matter, and every worker watches the wakes of its groups on ``/quota/v1/changes``
-(`app.quota.changes`), reporting as soon as one moves:
-
-- a summary made anew (`app.quota.levels`) whose water levels or growth room moved by
-  `SIGNIFICANT_CHANGE` (5%) or more since those of the group's last wake, in any dimension
-  (compared with the last wake's, not the last summary's, so that small moves add up);
-- a reporter leaving (released, expired, or its namespace moved) with `LEAVE_WAKE` (2%) or
-  more of the group's allocations in force in some dimension: the room it frees is for
-  the others, who learn of it now rather than when their leases end. Smaller leaves of a
-  big group show in its next summary, which its other reporters' reports soon make.
-
-A wake costs one report of every worker of the group, so an 8 s cap still holds its bars:
-a change reaches every worker within the watch's poll (0.2 s) and a report, and convergence
-counts in report intervals as it did before leases. The cap bounds how long a crashed
-worker (one that never released) holds its share: 8 s plus the grace. It is Doorman's
-refresh interval, under CockroachDB's 10 s token-bucket period.
+A settling reporter's answer holds one report interval, a steady one's
+`Settings.report_lease_seconds`; a reporter is gone `GRACE_INTERVALS` intervals after its
+lease, as its worker falls back. A group's **wake** moves when a new summary moved its
+levels by `SIGNIFICANT_CHANGE` since the last wake, or a leave freed `LEAVE_WAKE` of its
+allocations in force; workers watch it and report at once. Why, and what it costs: the
+"Leases and pushes" section of docs/design.md.
 """
 
 from __future__ import annotations

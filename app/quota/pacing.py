@@ -1,36 +1,14 @@
 """Pacing: how often the reporters of one namespace may report to one server process, so
 that the process stores every report they send.
 
-A process stores a namespace's reports one transaction at a time (`app.quota.lanes`), and a
-group's plans run one at a time anyway (under its lock, `app.quota.store`): a lane stores a
-few hundred planning reports a second. Thousands of workers of one job settling at once each
-report every interval, or sooner: more than that. Their reports then wait in line, are shed
-after two intervals (503), and their workers, silent to the server meanwhile, are counted
-gone; each comes back as a newcomer, which makes every other worker of the group plan again.
-Measured: 5,000 workers joining one group kept one process at that for minutes, never
-settling (`benchmarks.usage_ingest --shape spark --spark-every 8`).
-
-So each answer asks its worker to report no sooner than the namespace's **pace**, which
-keeps the lane busy about `UTILIZATION` of the time, whatever the workers' number; the rest
-is for what must not wait for the pace (a fall's confirmation, an admin change):
-
-- when the lane is saturated (its reports wait long enough to be shed soon: a quarter of
-  the longest they may, half a second with the default interval), the pace becomes at
-  least what would unload it at once: the workers heard from lately, times what a report
-  that the pace holds back costs it then, over `UTILIZATION`. A worker's first report is
-  not held back (it comes when its worker starts), and costs several times more (its rows
-  are made): counted in, it made the pace of a join storm nearly twice as long (measured:
-  240 s for 5,000 workers joining at once, 140 s without);
-- once the last pace has had its effect (it has lasted as long as itself, and an
-  interval), it falls to that times the share of the time the lane was busy over
-  `UTILIZATION`, if that is less (at most by half): it comes down once a storm is over.
-
-A lane whose reports never wait that long is never paced (tens of workers, or hundreds
-joining over a few seconds), and nothing changes; with thousands joining at once, they
-report every few to tens of seconds rather than every interval, and their group converges
-that much more slowly (measured: 5,000 workers joining one group at once were paced to
-one or two minutes on a busy two-core machine, and every report was answered). Their
-leases last as long as the pace, so that none is counted gone while it waits for its turn.
+Each answer asks its worker to report no sooner than the namespace's **pace**, which keeps
+the lane busy about `UTILIZATION` of the time whatever the workers' number. A saturated lane
+(its reports wait `SATURATED` of the longest they may) sets the pace to what would unload it:
+the workers heard from lately times what a report the pace holds back costs, over
+`UTILIZATION` (a worker's first report is not held back, nor counted in that cost). Once a
+pace has lasted as long as itself and an interval, it falls with the lane's busy share, by
+at most `MOST_FALL` at once. Leases last as long as the pace. Why: the "Crowds: lanes and
+pacing" section of docs/design.md; the figures: docs/benchmarks.md.
 """
 
 from __future__ import annotations
