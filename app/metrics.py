@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -77,10 +77,17 @@ class Metrics:
         self.groups = GroupStats(clock, stale_after_s)
         self._counter = counter
 
-    def exposition(self) -> bytes:
-        """Every metric in Prometheus' text format."""
+    def exposition(self, observing: Collection[str] | None = None) -> bytes:
+        """Every metric in Prometheus' text format; ``observing``, the groups in observe
+        mode (None: not known, the database being away), adds the modes."""
         used = {} if self._counter is None else self._counter.totals()
-        return generate_latest(self.registry) + self.groups.exposition() + used_exposition(used)
+        modes = b"" if observing is None else self.groups.modes_exposition(observing)
+        return (
+            generate_latest(self.registry)
+            + self.groups.exposition()
+            + modes
+            + used_exposition(used)
+        )
 
     def role(self, role: str) -> RoleMetrics:
         metrics = self._roles.get(role)
@@ -134,6 +141,15 @@ _GROUP_FAMILIES = (
 )
 _REPORTERS_HELP = "Live reporters (worker processes)."
 _USED_HELP = "Units a group's reporters reported using, counted by this server process."
+_OBSERVE_HELP = (
+    "1 while the group is in observe mode (its workers are planned as usual but hold nothing "
+    "back), 0 while it enforces."
+)
+_HOLD_BACK_HELP = (
+    "In observe mode, the share of what the group's workers send that enforcing would hold "
+    "back: max(0, demand - allocation) / demand, the demand of workers held to nothing being "
+    "what they use."
+)
 
 
 def _label(value: str) -> str:
@@ -219,3 +235,35 @@ class GroupStats:
         ]
         parts.append(_family("rg_resource_group_reporters", _REPORTERS_HELP, reporters))
         return "".join(parts).encode()
+
+    def modes_exposition(self, observing: Collection[str]) -> bytes:
+        """``rg_resource_group_observe`` for the groups ``observing`` (1) and the others
+        reports touched (0), and ``rg_resource_group_would_hold_back_ratio`` per dimension
+        the observing groups limit, from the latest totals of those reports touched."""
+        observe = set(observing)
+        modes: list[str] = []
+        holds: list[str] = []
+        latest = {group: totals for group, _, totals in self.latest()}
+        for group in sorted(observe | latest.keys()):
+            label = _label(group)
+            modes.append(f'rg_resource_group_observe{{group="{label}"}} {int(group in observe)}\n')
+            if group not in observe:
+                continue
+            for dimension, _, demand, allocation in latest.get(group, ()):
+                ratio = would_hold_back(demand, allocation)
+                if ratio is not None:
+                    labels = f'{{group="{label}",dimension="{_label(dimension)}"}} '
+                    holds.append(
+                        f"rg_resource_group_would_hold_back_ratio{labels}{_value(ratio)}\n"
+                    )
+        return (
+            _family("rg_resource_group_observe", _OBSERVE_HELP, modes)
+            + _family("rg_resource_group_would_hold_back_ratio", _HOLD_BACK_HELP, holds)
+        ).encode()
+
+
+def would_hold_back(demand: float, allocation: float) -> float | None:
+    """``max(0, demand - allocation) / demand``; None where unlimited or nothing is wanted."""
+    if allocation < 0 or not demand > 0:
+        return None
+    return max(0.0, demand - allocation) / demand

@@ -31,7 +31,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from rgspark.wire import DIMENSIONS, RATE_FIELDS
+from rgspark.wire import DIMENSIONS, ENFORCE, MODES, OBSERVE, RATE_FIELDS
 
 NAME_LENGTH = 255
 
@@ -58,13 +58,22 @@ RATE_COLUMNS = (
 )
 
 
+GROUP_MODES = MODES
+"""How a group's workers treat their allocations (`rgspark.wire.MODES`): hold rows back to
+them (``enforce``), or only record what holding back would have done (``observe``, for
+rolling a quota out)."""
+
+
 class ResourceGroup(Base):
     """A named bundle of rate quotas per second; -1 or 0 means unlimited, as in Pulsar."""
 
     __tablename__ = "resource_groups"
-    __table_args__ = tuple(
-        CheckConstraint(f"{column} >= -1", name=f"{column}_not_below_minus_one")
-        for column in RATE_COLUMNS
+    __table_args__ = (
+        *(
+            CheckConstraint(f"{column} >= -1", name=f"{column}_not_below_minus_one")
+            for column in RATE_COLUMNS
+        ),
+        CheckConstraint(f"mode IN ('{ENFORCE}', '{OBSERVE}')", name="mode_known"),
     )
 
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
@@ -74,6 +83,9 @@ class ResourceGroup(Base):
     dispatch_rate_in_bytes: Mapped[int] = mapped_column(BigInteger)
     replication_dispatch_rate_in_msgs: Mapped[int] = mapped_column(Integer)
     replication_dispatch_rate_in_bytes: Mapped[int] = mapped_column(BigInteger)
+    mode: Mapped[str] = mapped_column(String(16), server_default=ENFORCE)
+    """`GROUP_MODES`: not part of Pulsar's group, so its admin API reads and writes it apart
+    (``/admin/v2/resourcegroups/{rg}/mode``), and a Pulsar-shaped PUT keeps it."""
 
 
 class Tenant(Base):

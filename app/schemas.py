@@ -126,6 +126,24 @@ class ResourceGroupRead(BaseModel):
     replicationDispatchRateInBytes: int = Field(description="Not enforced; kept for compatibility.")
 
 
+GroupMode = Literal["enforce", "observe"]
+"""`app.models.GROUP_MODES`."""
+MODE_DOC = (
+    "`enforce`: the group's workers hold rows back to their allocations. `observe`: they are "
+    "planned exactly alike (same reports, same allocations) but hold nothing back; they "
+    "record what enforcing would have done, and the usage history, `rgadmin top`, the "
+    "dashboard and `/metrics` show what it would hold back. Not part of Pulsar's "
+    "ResourceGroup, so it is read and written apart, at `/admin/v2/resourcegroups/{rg}/mode`: "
+    "the group's own object stays Pulsar's, and a Pulsar client's PUT of it keeps the mode."
+)
+
+
+class ResourceGroupMode(_Body):
+    """Whether a group's workers hold back (``enforce``) or only record (``observe``)."""
+
+    mode: GroupMode = Field(description=MODE_DOC)
+
+
 Name = Annotated[str, Field(pattern=NAME_PATTERN)]
 Role = Annotated[str, Field(pattern=ROLE_PATTERN)]
 
@@ -203,6 +221,14 @@ class DimensionHistory(BaseModel):
         description="Sum of the rates allocated to the reporters; null when unlimited."
     )
 
+    holdBack: list[float | None] = Field(
+        description="The share of the units used that the group's allocations did not cover: "
+        "`max(0, usage - allocation) / usage` at each sample, with `usage` and `allocation` as "
+        "above. In `observe` mode it is what enforcing would hold back (the workers send "
+        "everything and only record it); in `enforce` mode it stays near 0, the workers being "
+        "held to their allocations. Null where usage is null or 0, or the dimension unlimited."
+    )
+
 
 class UsageDimensions(BaseModel):
     publishRateInMsgs: DimensionHistory
@@ -223,6 +249,7 @@ class UsageHistory(BaseModel):
     """A group's usage over time (sums over its live reporters) and its namespaces now."""
 
     resourceGroup: str
+    mode: GroupMode = Field(description=f"The group's mode now. {MODE_DOC}")
     resolutionSeconds: float = Field(description="Seconds between samples.")
     times: list[float] = Field(description="Each sample's moment, in seconds since the epoch.")
     reporters: list[int] = Field(

@@ -7,12 +7,19 @@ RG_METRICS_ROLES (Pulsar's metricsRoles): 401 without a valid one, 403 for any o
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.api.deps import StateDep
 from app.config import Settings
 from app.errors import Forbidden
+from app.services import resourcegroups
+from app.state import AppState
+
+logger = logging.getLogger(__name__)
 
 PATH = "/metrics"
 
@@ -37,4 +44,15 @@ def metrics(request: Request, state: StateDep) -> Response:
         raise Forbidden("Only superusers and the metrics roles (RG_METRICS_ROLES) may read metrics")
     # A plain function, so run in the thread pool: at 100,000 groups the text is 130 MB,
     # whose writing must not hold up the reports the event loop is serving meanwhile.
-    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+    return Response(state.metrics.exposition(_observing(state)), media_type=CONTENT_TYPE_LATEST)
+
+
+def _observing(state: AppState) -> list[str] | None:
+    """The groups in observe mode; None while the database is away: the metrics, which
+    count its errors, are still served, without the modes."""
+    try:
+        with state.sessions() as session:
+            return resourcegroups.observing(session)
+    except SQLAlchemyError as exc:
+        logger.debug("metrics without the groups' modes: %s", exc)
+        return None

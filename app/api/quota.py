@@ -322,6 +322,7 @@ def _policy(
         resourceGroup=effective.group,
         limits=effective.limits,
         reportIntervalMs=round(state.settings.report_interval_seconds * 1000),
+        mode=effective.mode,
     )
 
 

@@ -21,7 +21,13 @@ from app.errors import (
 )
 from app.quota import history
 from app.readcache import load_entry
-from app.schemas import ResourceGroupName, ResourceGroupRead, ResourceGroupUpdate, UsageHistory
+from app.schemas import (
+    ResourceGroupMode,
+    ResourceGroupName,
+    ResourceGroupRead,
+    ResourceGroupUpdate,
+    UsageHistory,
+)
 from app.services import resourcegroups
 from app.state import AppState
 
@@ -66,6 +72,33 @@ async def put_resource_group(
 async def delete_resource_group(request: Request, _: Superuser, rg: ResourceGroupName) -> None:
     """Delete a ResourceGroup that no tenant or namespace uses and that is not the default."""
     await deps.write(request, resourcegroups.remove, rg)
+
+
+@router.get("/{rg}/mode", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))
+async def get_resource_group_mode(
+    request: Request, principal: CurrentPrincipal, rg: ResourceGroupName
+) -> ResourceGroupMode:
+    """Get whether a ResourceGroup's workers hold back (`enforce`) or only record what
+    holding back would do (`observe`). Apart from the group's object, which stays Pulsar's."""
+    return await deps.read(request, _mode, principal, rg)
+
+
+def _mode(session: deps.Session, principal: Principal, rg: str) -> ResourceGroupMode:
+    access.require_group_reader(principal, resourcegroups.readers(session, rg))
+    return resourcegroups.get_mode(session, rg)
+
+
+@router.put(
+    "/{rg}/mode",
+    status_code=204,
+    responses=responses(BadRequest, Unauthorized, Forbidden, NotFound),
+)
+async def put_resource_group_mode(
+    request: Request, _: Superuser, rg: ResourceGroupName, body: ResourceGroupMode
+) -> None:
+    """Switch an existing ResourceGroup between `enforce` and `observe`: its workers follow
+    within a second (the change is pushed to them). A PUT of the group itself keeps it."""
+    await deps.write(request, resourcegroups.set_mode, rg, body.mode)
 
 
 @router.get("/{rg}/usage", responses=responses(BadRequest, Unauthorized, Forbidden, NotFound))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -14,6 +15,14 @@ cli = typer.Typer(
     help="Manage ResourceGroups: named rate quotas (as pulsar-admin resourcegroups).",
     no_args_is_help=True,
 )
+
+
+class GroupModeChoice(StrEnum):
+    """`rgspark.wire.MODES`, as the command line takes them."""
+
+    enforce = "enforce"
+    observe = "observe"
+
 
 GroupName = Annotated[str, typer.Argument(metavar="RESOURCE_GROUP", help="The group's name.")]
 _PER_SECOND = "per second; -1 or 0 is unlimited"
@@ -155,3 +164,31 @@ def delete_group(ctx: typer.Context, name: GroupName) -> None:
     """Delete a ResourceGroup that no tenant or namespace uses and that is not the default."""
     with connect(ctx) as admin:
         admin.write("DELETE", admin_path("resourcegroups", name))
+
+
+Mode = Annotated[
+    GroupModeChoice,
+    typer.Argument(
+        metavar="MODE",
+        help="enforce: workers hold rows back to their allocations. observe: they are planned "
+        "alike but hold nothing back, recording what enforcing would have done.",
+        case_sensitive=False,
+    ),
+]
+
+
+@cli.command("get-mode")
+def get_mode(ctx: typer.Context, name: GroupName) -> None:
+    """Print a ResourceGroup's mode: enforce or observe."""
+    with connect(ctx) as admin:
+        mode = admin.read(admin_path("resourcegroups", name, "mode"))
+        typer.echo(mode["mode"])
+
+
+@cli.command("set-mode")
+def set_mode(ctx: typer.Context, name: GroupName, mode: Mode) -> None:
+    """Switch a ResourceGroup between enforce and observe; its workers follow within a second.
+
+    Observe first to roll a quota out: `rgadmin top` then shows what it would hold back."""
+    with connect(ctx) as admin:
+        admin.write("PUT", admin_path("resourcegroups", name, "mode"), {"mode": mode.value})

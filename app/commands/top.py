@@ -48,7 +48,9 @@ def top(
 
     Saturated groups (usage near or over a limit) come first. Rates are per second, summed
     over the group's live reporters; DEMAND is what they would use unthrottled ("?" while some
-    reporter's is unknown). Without a terminal, or with --once, the table is plain text.
+    reporter's is unknown). MODE is enforce or observe; in observe mode WOULD_HOLD_BACK is the
+    share of the usage enforcing would hold back, max(0, usage - allocation) / usage. Without a
+    terminal, or with --once, the table is plain text.
     """
     with connect(ctx) as admin:
 

@@ -6,7 +6,10 @@ dimension, series of ``limit`` (-1 unlimited), ``usage`` (null until complete), 
 ``reporters``, oldest first. Limit, demand, allocation and reporters are the latest
 sample's; usage is the latest complete one, counted over the resolution before its moment,
 and AGE says how old that is: usage is known only once every report covering its time has
-come (a steady worker reports a lease's units at once).
+come (a steady worker reports a lease's units at once). MODE is the group's (``enforce`` or
+``observe``); in observe mode WOULD_HOLD_BACK is the share of the usage the allocations do
+not cover, ``max(0, usage - allocation) / usage`` (the history's ``holdBack``): what
+enforcing would hold back of what the workers send.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from rgspark.wire import DIMENSIONS, RATE_FIELDS
+from rgspark.wire import DIMENSIONS, OBSERVE, RATE_FIELDS
 
 # (field of the usage answer, label, unit) per dimension; the labels are the dimensions'
 # names in reports and metrics, and have no blanks, so that `awk` and `sort -k` can read
@@ -39,6 +42,8 @@ COLUMNS = (
     "ALLOCATION",
     "REPORTERS",
     "AGE",
+    "MODE",
+    "WOULD_HOLD_BACK",
 )
 
 
@@ -50,6 +55,7 @@ class DimensionSample:
     usage: float | None
     demand: float | None  # None: some reporter's demand was unknown
     allocation: float | None  # None: unlimited
+    hold_back: float | None = None  # of the usage, the share the allocations do not cover
 
     @property
     def used_pct(self) -> float | None:
@@ -65,6 +71,7 @@ class GroupSample:
     at: float | None  # epoch seconds of the usage shown; None: no usage complete yet
     reporters: int | None
     dimensions: tuple[DimensionSample, ...]
+    mode: str | None = None  # None: a server without modes
 
     @property
     def saturation(self) -> float | None:
@@ -76,8 +83,9 @@ class GroupSample:
 def latest_sample(group: str, usage: Mapping[str, Any]) -> GroupSample:
     """The last sample of a group's usage history."""
     times: Sequence[float] = usage.get("times") or []
+    mode = usage.get("mode")
     if not times:
-        return GroupSample(group=group, at=None, reporters=None, dimensions=())
+        return GroupSample(group=group, at=None, reporters=None, dimensions=(), mode=mode)
     reporters: Sequence[int] = usage.get("reporters") or []
     series: Mapping[str, Mapping[str, Sequence[float | None]]] = usage.get("dimensions") or {}
     complete = _last_complete(series)
@@ -89,6 +97,7 @@ def latest_sample(group: str, usage: Mapping[str, Any]) -> GroupSample:
             usage=None if complete is None else series[field]["usage"][complete],
             demand=_last(series[field], "demand"),
             allocation=_last(series[field], "allocation"),
+            hold_back=_at(series[field], "holdBack", complete),
         )
         for field, label, unit in DIMENSION_ROWS
         if field in series
@@ -98,12 +107,18 @@ def latest_sample(group: str, usage: Mapping[str, Any]) -> GroupSample:
         at=None if complete is None else times[complete],
         reporters=reporters[-1] if reporters else None,
         dimensions=dimensions,
+        mode=mode,
     )
 
 
 def _last(series: Mapping[str, Sequence[float | None]], name: str) -> float | None:
     values = series.get(name) or []
     return values[-1] if values else None
+
+
+def _at(series: Mapping[str, Sequence[float | None]], name: str, index: int | None) -> float | None:
+    values = series.get(name) or []
+    return None if index is None or index >= len(values) else values[index]
 
 
 def _last_complete(series: Mapping[str, Mapping[str, Sequence[float | None]]]) -> int | None:
@@ -136,7 +151,9 @@ def rows(samples: Iterable[GroupSample], now: float) -> list[tuple[str, ...]]:
     for sample in samples:
         if not sample.dimensions:
             # As kubectl shows what is not known yet; a new group's first sample is <= 10 s away.
-            table.append((sample.group, *["-"] * (len(COLUMNS) - 2), "<pending>"))
+            table.append(
+                (sample.group, *["-"] * (len(COLUMNS) - 4), "<pending>", sample.mode or "-", "-")
+            )
             continue
         age = "<pending>" if sample.at is None else _age(now - sample.at)
         reporters = "-" if sample.reporters is None else str(sample.reporters)
@@ -153,9 +170,18 @@ def rows(samples: Iterable[GroupSample], now: float) -> list[tuple[str, ...]]:
                     _rate(dimension.allocation, dimension.unit),
                     reporters,
                     age,
+                    sample.mode or "-",
+                    _would_hold_back(sample, dimension),
                 )
             )
     return table
+
+
+def _would_hold_back(sample: GroupSample, dimension: DimensionSample) -> str:
+    """In observe mode, the share of the usage enforcing would hold back; else "-"."""
+    if sample.mode != OBSERVE or dimension.hold_back is None:
+        return "-"
+    return f"{dimension.hold_back * 100:.0f}%"
 
 
 def plain_table(samples: Iterable[GroupSample], now: float) -> str:
@@ -170,12 +196,15 @@ def plain_table(samples: Iterable[GroupSample], now: float) -> str:
 
 def rich_table(samples: Sequence[GroupSample], now: float) -> Table:
     """The rows for a terminal: saturated groups in red, busy ones in yellow."""
+    # The modes' columns only while some group observes: a terminal 80 wide holds the rest.
+    shown = len(COLUMNS) if any(sample.mode == OBSERVE for sample in samples) else -2
     table = Table(box=None, header_style="bold")
-    for column in COLUMNS:
+    for column in COLUMNS[:shown]:
         table.add_column(column, no_wrap=True)
     for sample in samples:
         for row in rows([sample], now):
-            table.add_row(*(Text(cell) for cell in row), style=_style(sample.saturation))
+            cells = (Text(cell) for cell in row[:shown])
+            table.add_row(*cells, style=_style(sample.saturation))
     return table
 
 

@@ -13,22 +13,32 @@ from __future__ import annotations
 from pydantic_core import to_json
 
 from app.quota.types import Rates
-from rgspark.wire import DIMENSIONS, UNLIMITED_ALLOCATION
+from rgspark.wire import DIMENSIONS, ENFORCE, UNLIMITED_ALLOCATION
 
 __all__ = ["namespace_part", "result"]
 
 
 def namespace_part(
-    ref: str, group: str | None, limits: bytes, allocations: Rates, fallbacks: Rates
+    ref: str,
+    group: str | None,
+    limits: bytes,
+    allocations: Rates,
+    fallbacks: Rates,
+    mode: str = ENFORCE,
 ) -> bytes:
     """One namespace's entry of `ReportResult.namespaces`, its ``"name":{...}``: ``limits``
     is the JSON of the group's limits (``null`` for none), written once per group."""
-    return b'%s:{"resourceGroup":%s,"limits":%s,"allocations":%s,"fallbackAllocations":%s}' % (
-        to_json(ref),
-        to_json(group),
-        limits,
-        to_json(_by_dimension(allocations)),
-        to_json(_by_dimension(fallbacks)),
+    return (
+        b'%s:{"resourceGroup":%s,"limits":%s,"allocations":%s,"fallbackAllocations":%s,'
+        b'"mode":%s}'
+        % (
+            to_json(ref),
+            to_json(group),
+            limits,
+            to_json(_by_dimension(allocations)),
+            to_json(_by_dimension(fallbacks)),
+            to_json(mode),
+        )
     )
 
 

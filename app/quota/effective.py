@@ -8,7 +8,7 @@ from typing import Any
 
 from app.models import DIMENSION_COLUMNS, RATE_COLUMN, RATE_COLUMNS
 from app.quota.types import GroupQuotas, NamespaceKey
-from app.schemas import ResourceGroupRead
+from app.schemas import GroupMode, ResourceGroupRead
 from rgspark.wire import DIMENSIONS
 
 _QUOTA_INDEX = [RATE_COLUMNS.index(RATE_COLUMN[dim]) for dim in DIMENSION_COLUMNS]
@@ -24,14 +24,18 @@ class Effective:
     quotas: GroupQuotas = (None,) * len(DIMENSIONS)
     limited: bool = False
     """Whether any dimension is limited."""
+    mode: GroupMode = "enforce"
+    """`app.models.GROUP_MODES`: the allocations are the same in either; only what the
+    workers do with them differs, so the mode is in the answer, never in a plan."""
 
 
 NO_GROUP = Effective(None, None)
 
 
 class EffectiveRows:
-    """`Effective` values from query rows (a group name, then its six rates), one per group:
-    namespaces share them, and groups with the same rates share their limits."""
+    """`Effective` values from query rows (a group name, then its six rates and its mode),
+    one per group: namespaces share them, and groups with the same rates share their
+    limits."""
 
     def __init__(self) -> None:
         self.seen: dict[str, Effective] = {}
@@ -45,7 +49,9 @@ class EffectiveRows:
             effective = self.seen[group] = self._effective(group, tuple(rates))
         return effective
 
-    def _effective(self, group: str, rates: tuple[Any, ...]) -> Effective:
+    def _effective(self, group: str, columns: tuple[Any, ...]) -> Effective:
+        *listed, mode = columns
+        rates = tuple(listed)
         if rates[0] is None:  # the attachment names a group that is not there
             return Effective(group, None)
         known = self.limits.get(rates)
@@ -59,7 +65,7 @@ class EffectiveRows:
             )
             known = self.limits[rates] = (limits, quotas)
         limits, quotas = known
-        return Effective(group, limits, quotas, any(quota is not None for quota in quotas))
+        return Effective(group, limits, quotas, any(quota is not None for quota in quotas), mode)
 
 
 def parse_namespace(ref: str) -> NamespaceKey:

@@ -84,9 +84,9 @@ from app.schemas import (
     UsageHistory,
 )
 from app.services import _sql, attachments
-from rgspark.wire import DIMENSIONS, RATE_FIELDS, UNKNOWN_DEMAND
+from rgspark.wire import DIMENSIONS, ENFORCE, RATE_FIELDS, UNKNOWN_DEMAND
 
-__all__ = ["read", "sample", "sample_periodically"]
+__all__ = ["hold_back", "read", "sample", "sample_periodically"]
 
 logger = logging.getLogger(__name__)
 
@@ -361,23 +361,37 @@ def read(
     dimensions: dict[str, DimensionHistory] = {}
     for index, dimension in enumerate(DIMENSION_COLUMNS):
         limits = [max(getattr(s, f"{dimension}_limit"), 0) or -1 for s in series]
+        usage = [None if units is None else units[index] for units in used]
+        allocation = [
+            None if limit == -1 else getattr(s, f"{dimension}_allocation")
+            for s, limit in zip(series, limits, strict=True)
+        ]
         dimensions[FIELD_OF[dimension]] = DimensionHistory(
             limit=limits,
-            usage=[None if units is None else units[index] for units in used],
+            usage=usage,
             demand=[getattr(s, f"{dimension}_demand") for s in series],
-            allocation=[
-                None if limit == -1 else getattr(s, f"{dimension}_allocation")
-                for s, limit in zip(series, limits, strict=True)
-            ],
+            allocation=allocation,
+            holdBack=[hold_back(u, a) for u, a in zip(usage, allocation, strict=True)],
         )
     return UsageHistory(
         resourceGroup=group,
+        mode=session.scalar(select(ResourceGroup.mode).where(ResourceGroup.name == group))
+        or ENFORCE,
         resolutionSeconds=settings.usage_history_resolution_seconds,
         times=moments,
         reporters=[s.reporters for s in series],
         dimensions=UsageDimensions(**dimensions),
         namespaces=_members(session, group, now),
     )
+
+
+def hold_back(usage: float | None, allocation: float | None) -> float | None:
+    """The share of ``usage`` that ``allocation`` (both units per second) does not cover:
+    ``max(0, usage - allocation) / usage``, what enforcing holds back of what was sent; None
+    where either is unknown, the dimension unlimited (no allocation) or nothing was used."""
+    if usage is None or allocation is None or usage <= 0:
+        return None
+    return max(0.0, usage - allocation) / usage
 
 
 def _moments(

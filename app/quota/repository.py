@@ -131,7 +131,8 @@ class UsageRepository:
         return token
 
     def effective(self, keys: Sequence[NamespaceKey]) -> Iterable[Any]:
-        """(tenant, name, effective group, its six rates) of each namespace that exists."""
+        """(tenant, name, effective group, its six rates, its mode) of each namespace that
+        exists."""
         return self._run(self.sql.namespaces, self.sql.keys(keys)).all()  # type: ignore[no-any-return]
 
     def grants(self, role: str, keys: Sequence[NamespaceKey]) -> Iterable[Any]:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
-from app.schemas import NAME_CHARS, ResourceGroupRead, WholeNumber
+from app.schemas import MODE_DOC, NAME_CHARS, GroupMode, ResourceGroupRead, WholeNumber
 from rgspark.wire import (
     KEPT_ACTIONS,
     MAX_ACTIONS_PER_POST,
@@ -117,6 +117,12 @@ class NamespaceAllocation(BaseModel):
         "gone. Every "
         "reporter's add up to the group's rate at most."
     )
+    mode: GroupMode = Field(
+        "enforce",
+        description="What the worker does with its allocations: hold rows back to them "
+        "(`enforce`), or send unheld and record what holding back would have done "
+        f"(`observe`); `enforce` where no group applies. {MODE_DOC}",
+    )
 
 
 class ReportResult(BaseModel):
@@ -147,6 +153,10 @@ class NamespacePolicy(BaseModel):
     resourceGroup: str | None = Field(description="The namespace's effective group, or null.")
     limits: ResourceGroupRead | None = Field(description="The effective group's configured rates.")
     reportIntervalMs: int = Field(description="How often reporters of this server report.")
+    mode: GroupMode = Field(
+        "enforce",
+        description="The effective group's mode (`enforce` where none applies). " + MODE_DOC,
+    )
 
 
 class AdminChanges(BaseModel):

@@ -79,7 +79,7 @@ class Statements:
         #: The admin generation (`app.generation`): it changes on every admin write.
         self.generation = admin_generation()
 
-        namespaces = select(Namespace.tenant, Namespace.name, group, *_RATES)
+        namespaces = select(Namespace.tenant, Namespace.name, group, *_RATES, ResourceGroup.mode)
         if self.postgresql:
             # Joined from the keys rather than filtered by them: PostgreSQL then looks each
             # namespace and group up by its key, where a filter had it merge-join every group.
@@ -89,7 +89,7 @@ class Statements:
             )
         else:
             namespaces = namespaces.where(self._keys_in(Namespace.tenant, Namespace.name))
-        #: (tenant, name, effective group, its six rates)
+        #: (tenant, name, effective group, its six rates, its mode)
         self.namespaces = namespaces.join(Tenant, Tenant.name == Namespace.tenant).outerjoin(
             ResourceGroup, ResourceGroup.name == group
         )

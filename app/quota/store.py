@@ -1029,7 +1029,7 @@ def _answer(
             continue
         rates = _ALL_UNLIMITED if planned is None else planned.rates[entry.key]
         limits = _limits_json(effective, limits_json)
-        part = answers.namespace_part(entry.ref, group, limits, rates, fallbacks)
+        part = answers.namespace_part(entry.ref, group, limits, rates, fallbacks, effective.mode)
         kept[entry.key] = Answer(generation, plan_id, part)
         parts.append(part)
     return LastAnswer(

@@ -7,10 +7,17 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.errors import ResourceGroupInUse, ResourceGroupNotFound
-from app.models import RATE_COLUMNS, DefaultResourceGroup, Namespace, ResourceGroup, Tenant
-from app.schemas import ResourceGroupRead, ResourceGroupUpdate
+from app.models import (
+    RATE_COLUMNS,
+    DefaultResourceGroup,
+    Namespace,
+    ResourceGroup,
+    Tenant,
+)
+from app.schemas import GroupMode, ResourceGroupMode, ResourceGroupRead, ResourceGroupUpdate
 from app.services._sql import insert
 from app.services.attachments import tenant_uses
+from rgspark.wire import OBSERVE
 
 UNLIMITED_RATE = -1  # a configured rate that limits nothing, as Pulsar writes it
 
@@ -61,6 +68,29 @@ def upsert(session: Session, name: str, body: ResourceGroupUpdate) -> None:
     }
     if changes:
         session.execute(update(ResourceGroup).where(ResourceGroup.name == name).values(changes))
+
+
+def get_mode(session: Session, name: str) -> ResourceGroupMode:
+    mode = session.scalar(select(ResourceGroup.mode).where(ResourceGroup.name == name))
+    if mode is None:
+        raise ResourceGroupNotFound
+    return ResourceGroupMode(mode=mode)
+
+
+def set_mode(session: Session, name: str, mode: GroupMode) -> None:
+    """Set an existing group's mode. The write moves the admin generation (its triggers), so
+    the group's workers, which watch it, report at once and learn the mode from the answer."""
+    updated = session.execute(
+        update(ResourceGroup).where(ResourceGroup.name == name).values(mode=mode)
+    )
+    if updated.rowcount == 0:  # type: ignore[attr-defined]
+        raise ResourceGroupNotFound
+
+
+def observing(session: Session) -> list[str]:
+    """The groups in observe mode, by name."""
+    query = select(ResourceGroup.name).where(ResourceGroup.mode == OBSERVE)
+    return list(session.scalars(query.order_by(ResourceGroup.name)))
 
 
 def readers(session: Session, name: str) -> frozenset[str]:

@@ -194,6 +194,21 @@ class TokenBucket:
             rate = self._rate
         return _ceil_div(owed, rate) / _NS_PER_SECOND if owed > 0 else 0.0
 
+    def forgive(self) -> float:
+        """Clear the debt as if its callers had waited it out: the balance back to 0 (never
+        above), and every ticket taken so far repaid. Returns the tokens forgiven (0.0 when
+        not in debt). What a group in observe mode does after each charge, whose wait is
+        recorded rather than slept (`rgspark._quota.NamespaceQuota`)."""
+        with self._lock:
+            self._refill()
+            debt = -self._balance
+            if debt <= 0:
+                return 0.0
+            self._balance = 0
+            # Counted as refill, so that every ticket up to now is reached.
+            self._credited += debt
+        return debt / _UNITS_PER_TOKEN
+
     def __repr__(self) -> str:
         return f"TokenBucket(rate={self.rate!r}, capacity={self.capacity!r})"
 

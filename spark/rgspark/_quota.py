@@ -8,11 +8,25 @@ Idle is known: a kind of traffic announced (`NamespaceQuota.use`, a task startin
 unknown demand, which the server reads as "owed a fair share", only until it is charged or a
 quarter of the report interval (`CLAIM`) has passed; then it reports what the estimator
 measured, 0 when nothing was charged, and holds only the floor.
+
+Observe mode (a group's ``mode`` in the answer: `NamespaceQuota.observe`). Callers are
+charged and measured exactly as when enforcing, so the reports, and the allocations the
+server plans from them, are the same; but no caller waits. Each charge's wait is recorded
+instead (`NamespaceQuota.would_wait_s`): the time its slowest bucket needs to repay the debt
+the charge leaves, at the allocation. The debt is then forgiven (`TokenBucket.forgive`), as
+that wait would have repaid it: kept, it would grow for as long as callers send above the
+allocation, and each later charge would be "held" for all of it. So a flow sending ``W``
+units in ``T`` seconds against an allocation ``a`` records ``max(0, W / a - T)`` seconds,
+give or take one charge: the time enforcing would have added to send the same. Below its
+allocation (with the burst a bucket holds) a flow records nothing; the units charged past
+the allocation are recorded too (`NamespaceQuota.over_allocation`). The demand reported is
+the rate the callers send at, which is what they want: nothing held them back.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Mapping
 from typing import Callable, Optional
@@ -34,6 +48,8 @@ from .wire import (
 )
 
 __all__ = ["CLAIM", "DEFAULT_INTERVAL_S", "Fallbacks", "NamespaceQuota"]
+
+_CLEAR = Reservation([])  # what an observed caller waits for: nothing
 
 MAX_SLEEP_S = 0.1
 # Of the report interval: how long a kind announced but not charged claims an unknown demand.
@@ -62,9 +78,13 @@ class NamespaceQuota:
         "_estimators",
         "_kinds",
         "_limiter",
+        "_observe_lock",
+        "_observing",
+        "_over",
         "_reported",
         "_sleep",
         "_starting",
+        "_would_wait",
         "namespace",
         "on_start",
         "tenant",
@@ -96,6 +116,12 @@ class NamespaceQuota:
         self._buckets: dict[str, TokenBucket | None] = {
             dim: None if initial_rate is None else self._bucket(initial_rate) for dim in DIMENSIONS
         }
+        self._observing = False
+        # An observed charge and the forgiving of its debt are one step: another charge
+        # between them would have its wait counted with the debt of this one.
+        self._observe_lock = threading.Lock()
+        self._would_wait = dict.fromkeys(KINDS, 0.0)
+        self._over = dict.fromkeys(DIMENSIONS, 0.0)
 
     @property
     def key(self) -> str:
@@ -135,8 +161,13 @@ class NamespaceQuota:
 
     def reserve(self, kind: str, msgs: float, nbytes: float) -> Reservation:
         """Charge `msgs` and `nbytes` without waiting: the reservation says how long the
-        caller must still wait, at the rates in force when it asks (`hold`)."""
-        reservation = self._limiter.reserve(self._charges(kind, msgs, nbytes))
+        caller must still wait, at the rates in force when it asks (`hold`); nothing in
+        observe mode, which records the wait instead."""
+        charges = self._charges(kind, msgs, nbytes)
+        if self._observing:
+            self._observed(kind, msgs, nbytes, charges)
+            return _CLEAR
+        reservation = self._limiter.reserve(charges)
         # Recorded before the wait, so that a report sent while this caller waits already
         # counts it as held back: its demand shows while it is throttled, not after.
         self._record(kind, msgs, nbytes, reservation.expected)
@@ -159,10 +190,66 @@ class NamespaceQuota:
         return waited
 
     def charge(self, kind: str, msgs: float, nbytes: float) -> float:
-        """Charge without waiting; returns the seconds the caller should wait."""
-        wait = self._limiter.charge(self._charges(kind, msgs, nbytes))
+        """Charge without waiting; returns the seconds the caller should wait (0.0 in
+        observe mode, which records them instead)."""
+        charges = self._charges(kind, msgs, nbytes)
+        if self._observing:
+            self._observed(kind, msgs, nbytes, charges)
+            return 0.0
+        wait = self._limiter.charge(charges)
         self._record(kind, msgs, nbytes, wait)
         return wait
+
+    def _observed(
+        self, kind: str, msgs: float, nbytes: float, charges: list[tuple[TokenBucket, float]]
+    ) -> None:
+        """Charge as when enforcing, record the wait instead of waiting, and forgive the
+        debt that wait would have repaid (the module's docstring says why)."""
+        with self._observe_lock:
+            wait = self._limiter.reserve(charges).expected
+            forgiven = [(dim, bucket.forgive()) for dim, bucket in self._kind_buckets(kind)]
+            self._would_wait[kind] += wait
+            for dim, tokens in forgiven:
+                self._over[dim] += tokens
+        # Nothing held the caller back: what it sends is what it wants.
+        self._record(kind, msgs, nbytes, 0.0)
+
+    def _kind_buckets(self, kind: str) -> list[tuple[str, TokenBucket]]:
+        pairs = ((dim, self._buckets[dim]) for dim in (f"{kind}Msgs", f"{kind}Bytes"))
+        return [(dim, bucket) for dim, bucket in pairs if bucket is not None]
+
+    @property
+    def observing(self) -> bool:
+        """Whether the group is in observe mode (the last answer's ``mode``): callers are
+        charged and measured as when enforcing, and wait for nothing."""
+        return self._observing
+
+    def observe(self, observing: bool) -> None:
+        """Switch observe mode on (the answer says ``"mode": "observe"``) or off. Switched on,
+        the debt is forgiven: callers waiting now go on within `MAX_SLEEP_S`, and what they
+        were still to wait is not counted (enforcing was in force when they charged)."""
+        with self._observe_lock:
+            if observing and not self._observing:
+                for bucket in self._buckets.values():
+                    if bucket is not None:
+                        bucket.forgive()
+            self._observing = observing
+
+    def would_wait_s(self, kind: str) -> float:
+        """Seconds callers of `kind` would have waited, had the group enforced, over every
+        charge made in observe mode (since the process started): the time enforcing would
+        have added to what they sent (the module's docstring defines it)."""
+        _check_kind(kind)
+        return self._would_wait[kind]
+
+    def over_allocation(self, dimension: str) -> float:
+        """Units charged in observe mode beyond what the dimension's allocation let through
+        (the debts forgiven, summed): what enforcing would have held back, to send later."""
+        if dimension not in self._over:
+            raise ConfigurationError(
+                f"dimension must be one of {', '.join(DIMENSIONS)}, not {dimension!r}"
+            )
+        return self._over[dimension]
 
     def _record(
         self, kind: str, msgs: float, nbytes: float, wait_s: float, held_before_s: float = 0.0
@@ -175,9 +262,11 @@ class NamespaceQuota:
                 estimator.record_charged(units, wait_s)
 
     def rate(self, dimension: str) -> float | None:
-        """The rate in force for a dimension; None when it is unlimited."""
+        """The rate in force for a dimension; None when it is unlimited, or observed: then
+        nothing is held back, so the Spark helpers send batches whole, as they do unlimited,
+        rather than in slices of 100 ms of an allocation nobody waits for."""
         bucket = self._buckets[dimension]
-        return None if bucket is None else bucket.rate
+        return None if bucket is None or self._observing else bucket.rate
 
     def usage(
         self, interval_s: float = DEFAULT_INTERVAL_S, *, enforced: bool = False

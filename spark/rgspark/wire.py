@@ -21,6 +21,7 @@ __all__ = [
     "BURST_S",
     "DEMAND_CHANGE",
     "DIMENSIONS",
+    "ENFORCE",
     "GRACE_INTERVALS",
     "JOB_ID_PATTERN",
     "JOB_SEPARATOR",
@@ -28,6 +29,8 @@ __all__ = [
     "KEPT_HEADER",
     "KINDS",
     "MAX_ACTIONS_PER_POST",
+    "MODES",
+    "OBSERVE",
     "RATE_FIELDS",
     "SIGNIFICANT_CHANGE",
     "UNKNOWN_DEMAND",
@@ -54,6 +57,13 @@ RATE_FIELDS = {
     "dispatchMsgs": "dispatchRateInMsgs",
     "dispatchBytes": "dispatchRateInBytes",
 }
+
+#: A group's modes, as each namespace's part of an answer says them (``mode``): its workers
+#: hold rows back to their allocations (``enforce``), or are planned alike but hold nothing
+#: back, recording what enforcing would have done (``observe``). No ``mode``: enforce.
+ENFORCE = "enforce"
+OBSERVE = "observe"
+MODES = (ENFORCE, OBSERVE)
 
 #: An allocation (or fallback allocation) in an answer that limits nothing.
 UNLIMITED_ALLOCATION = -1.0

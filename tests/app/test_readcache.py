@@ -133,7 +133,7 @@ def test_log_entries_lost_to_a_process_drop_everything(
         for number in range(1100):
             connection.execute(
                 text(
-                    "INSERT INTO resource_groups VALUES (:name, -1, -1, -1, -1, -1, -1)"
+                    "INSERT INTO resource_groups VALUES (:name, -1, -1, -1, -1, -1, -1, 'enforce')"
                 ).bindparams(name=f"many{number}")
             )
     assert client.get(GROUP).json()["publishRateInMsgs"] == 5

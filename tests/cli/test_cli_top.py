@@ -78,8 +78,22 @@ class TestTable:
             "ALLOCATION",
             "REPORTERS",
             "AGE",
+            "MODE",
+            "WOULD_HOLD_BACK",
         ]
-        assert lines[1].split() == ["rg", "publishMsgs", "2k", "1.5k", "75%", "?", "2k", "2", "3s"]
+        assert lines[1].split() == [
+            "rg",
+            "publishMsgs",
+            "2k",
+            "1.5k",
+            "75%",
+            "?",
+            "2k",
+            "2",
+            "3s",
+            "-",
+            "-",
+        ]
         assert lines[2].split() == [
             "rg",
             "publishBytes",
@@ -90,6 +104,8 @@ class TestTable:
             "-",
             "2",
             "3s",
+            "-",
+            "-",
         ]
 
     def test_usage_is_the_latest_complete_and_age_says_how_old(self) -> None:
@@ -106,13 +122,25 @@ class TestTable:
         sample = latest_sample("rg", answer)
         assert (sample.at, sample.saturation) == (100.0, 99.0)
         row = plain_table([sample], now=125.0).splitlines()[1].split()
-        assert row == ["rg", "publishMsgs", "1k", "990", "99%", "0", "0", "2", "25s"]
+        assert row == ["rg", "publishMsgs", "1k", "990", "99%", "0", "0", "2", "25s", "-", "-"]
 
     def test_no_complete_usage_yet_is_pending(self) -> None:
         msgs = {"limit": [1000], "usage": [None], "demand": [10.0], "allocation": [500.0]}
         sample = latest_sample("rg", usage_answer("rg", msgs, times=[100.0]))
         row = plain_table([sample], now=101.0).splitlines()[1].split()
-        assert row == ["rg", "publishMsgs", "1k", "-", "-", "10", "500", "2", "<pending>"]
+        assert row == [
+            "rg",
+            "publishMsgs",
+            "1k",
+            "-",
+            "-",
+            "10",
+            "500",
+            "2",
+            "<pending>",
+            "-",
+            "-",
+        ]
 
     def test_saturated_groups_first_then_unlimited_and_unsampled_by_name(self) -> None:
         def group(name: str, limit: int, usage: float) -> Any:
@@ -130,7 +158,7 @@ class TestTable:
         order = [sample.group for sample in saturated_first(samples)]
         assert order == ["over", "near", "idle", "also-unlimited", "fresh", "unlimited"]
         fresh = plain_table([samples[2]], now=0).splitlines()[1].split()
-        assert fresh == ["fresh", *["-"] * 7, "<pending>"]
+        assert fresh == ["fresh", *["-"] * 7, "<pending>", "-", "-"]
 
 
 @pytest.fixture
@@ -218,6 +246,8 @@ class TestOnce:
             "1k",
             "1",
             "0s",
+            "enforce",
+            "-",
         ]
         assert lines[2].split() == [
             "hot",
@@ -229,6 +259,8 @@ class TestOnce:
             "-",
             "1",
             "0s",
+            "enforce",
+            "-",
         ]
         assert lines[5].split()[:5] == ["cool", "publishMsgs", "1k", "300", "30%"]
         assert lines[9].split() == [
@@ -241,6 +273,8 @@ class TestOnce:
             "-",
             "0",
             "0s",
+            "enforce",
+            "-",
         ]
 
     def test_named_groups_as_a_tenant_admin(self, rgadmin: Rgadmin) -> None:
@@ -274,7 +308,13 @@ def test_a_group_not_sampled_yet(
     # take it first, before the group exists.
     take_sample(cli_app, server_clock)
     ok(rgadmin("resourcegroups", "create", "new"))
-    assert ok(rgadmin("top", "--once")).splitlines()[1].split() == ["new", *["-"] * 7, "<pending>"]
+    assert ok(rgadmin("top", "--once")).splitlines()[1].split() == [
+        "new",
+        *["-"] * 7,
+        "<pending>",
+        "enforce",
+        "-",
+    ]
 
 
 def environment(server: str, token: str) -> dict[str, str]:

@@ -58,6 +58,7 @@ const seg = encodeURIComponent;
 export const paths = {
   session: "ui/api/session",
   group: (rg) => `admin/v2/resourcegroups/${seg(rg)}`,
+  mode: (rg) => `admin/v2/resourcegroups/${seg(rg)}/mode`,
   usage: (rg, sinceSeconds) =>
     `admin/v2/resourcegroups/${seg(rg)}/usage?since=${Math.round(sinceSeconds)}`,
   namespaces: (tenant) => `admin/v2/namespaces/${seg(tenant)}`,

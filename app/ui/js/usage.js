@@ -25,6 +25,8 @@ export function lastSample(history) {
       usage: complete === null ? null : series.usage[complete],
       demand: series.demand[index],
       allocation: series.allocation[index],
+      // Of the usage, what the allocations did not cover (null from a server without it).
+      holdBack: complete === null ? null : (series.holdBack?.[complete] ?? null),
     };
   }
   const usageTime = complete === null ? null : history.times[complete];
@@ -85,6 +87,27 @@ export function groupState(history, limits) {
     );
   const reason = [...causes, plural(reporters, "reporter")].join(" · ");
   return { level, reason, reporters, dimensions };
+}
+
+/**
+ * In observe mode, the most any dimension would hold back (a share of its usage, 0-1), or
+ * null: the group enforces, or no usage is complete yet. The history's `holdBack` is
+ * max(0, usage - allocation) / usage per sample.
+ */
+export function wouldHoldBack(history) {
+  if (history.mode !== "observe") return null;
+  const last = lastSample(history);
+  if (last === null) return null;
+  const shares = DIMENSIONS.map(({ key }) => last.dimensions[key].holdBack).filter(
+    (share) => share !== null,
+  );
+  return shares.length ? Math.max(...shares) : null;
+}
+
+/** "observe · would hold back 40%", or "observe" while nothing is known yet. */
+export function modeText(history) {
+  const share = wouldHoldBack(history);
+  return share === null ? "observe" : `observe · would hold back ${Math.round(share * 100)}%`;
 }
 
 export const LEVEL_LABELS = {

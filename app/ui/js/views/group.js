@@ -5,7 +5,7 @@ import { UsageChart } from "../chart.js";
 import { fill, h, notice } from "../dom.js";
 import { DIMENSIONS, formatLimit, formatRate, SOURCES } from "../format.js";
 import { poll, refreshInterval } from "../poll.js";
-import { groupState, LEVEL_LABELS, lastSample } from "../usage.js";
+import { groupState, LEVEL_LABELS, lastSample, modeText } from "../usage.js";
 import { limitsPanel } from "./limits.js";
 
 // 5 minutes to watch a change land; up to the hour the history keeps by default.
@@ -22,6 +22,7 @@ export function render(root, { session }, { name }) {
   const status = notice();
   const badge = h("span", { class: "badge idle", id: "group-status" }, "…");
   const reason = h("span", { class: "reason" });
+  const mode = modeControl(name, session, status, () => refresh());
   const rangeButtons = ranges.map((seconds) =>
     h(
       "button",
@@ -70,8 +71,10 @@ export function render(root, { session }, { name }) {
       h("a", { href: "#/" }, "← Groups"),
       h("h1", {}, name),
       badge,
+      mode.badge,
       reason,
       h("span", { class: "spacer" }),
+      mode.button,
       h("div", { class: "range", role: "group", "aria-label": "Time range" }, rangeButtons),
     ),
     status.element,
@@ -136,6 +139,7 @@ export function render(root, { session }, { name }) {
     badge.textContent = LEVEL_LABELS[state.level];
     reason.className = `reason ${state.level}`;
     reason.textContent = state.reason;
+    mode.show(history);
     const last = lastSample(history);
     stats.reporters.textContent = String(state.reporters);
     stats.namespaces.textContent = String(history.namespaces.length);
@@ -144,7 +148,8 @@ export function render(root, { session }, { name }) {
       : `none yet (every ${history.resolutionSeconds} s)`;
     for (const { dimension, readout, chart } of cards) {
       chart.update(history, range);
-      fill(readout, figures(last?.dimensions[dimension.key], group[dimension.key], dimension));
+      const sample = last?.dimensions[dimension.key];
+      fill(readout, figures(sample, group[dimension.key], dimension, history.mode));
     }
     fill(
       namespaceRows,
@@ -166,8 +171,55 @@ function stat(value, label) {
   return h("div", { class: "stat" }, value, h("div", { class: "label" }, label));
 }
 
+/**
+ * The group's mode: a badge while it observes ("observe · would hold back 40%"), and for
+ * superusers a button that switches it (`PUT .../mode`; its workers follow within a second).
+ */
+function modeControl(name, session, status, refresh) {
+  const badge = h("span", { class: "badge observe", id: "group-mode", hidden: true });
+  let current = null;
+  const button = session.superuser
+    ? h(
+        "button",
+        {
+          type: "button",
+          id: "group-mode-switch",
+          hidden: true,
+          onClick: async () => {
+            const next = current === "observe" ? "enforce" : "observe";
+            try {
+              await api(paths.mode(name), { method: "PUT", body: { mode: next } });
+            } catch (error) {
+              status.error(error);
+              return;
+            }
+            refresh();
+          },
+        },
+        "…",
+      )
+    : null;
+  return {
+    badge,
+    button,
+    show(history) {
+      current = history.mode ?? "enforce";
+      badge.hidden = current !== "observe";
+      badge.textContent = modeText(history);
+      if (button) {
+        button.hidden = false;
+        button.textContent = current === "observe" ? "Enforce" : "Observe only";
+        button.title =
+          current === "observe"
+            ? "Hold the group's workers to their allocations"
+            : "Let the group's workers send unheld, recording what enforcing would hold back";
+      }
+    },
+  };
+}
+
 /** The last sample's figures, coloured as their lines are; the limit as configured now. */
-function figures(sample, limit, dimension) {
+function figures(sample, limit, dimension, mode) {
   const figure = (kind, value) => [
     h("span", { class: kind }, `${kind} `, h("b", {}, formatRate(value, dimension))),
     " · ",
@@ -177,6 +229,17 @@ function figures(sample, limit, dimension) {
     figure("demand", sample ? sample.demand : null),
     figure("allocation", sample ? sample.allocation : null),
     h("span", { class: "limit" }, "limit ", h("b", {}, formatLimit(limit, dimension))),
+    mode === "observe" && sample?.holdBack != null
+      ? [
+          " · ",
+          h(
+            "span",
+            { class: "hold-back" },
+            "would hold back ",
+            h("b", {}, `${Math.round(sample.holdBack * 100)}%`),
+          ),
+        ]
+      : null,
   ];
 }
 

@@ -3,7 +3,7 @@ import { api, mapLimit, paths } from "../api.js";
 import { fill, h, notice } from "../dom.js";
 import { DIMENSIONS, formatFigure, formatRate, plural } from "../format.js";
 import { poll, refreshInterval } from "../poll.js";
-import { groupState, LEVEL_LABELS } from "../usage.js";
+import { groupState, LEVEL_LABELS, modeText } from "../usage.js";
 
 // The server's rule (app/schemas.py): 1-255 of these characters, but not "." or "..".
 const NAME_PATTERN =
@@ -98,6 +98,9 @@ function row({ name, limits, history, state, error }) {
       "td",
       {},
       h("span", { class: `badge ${state.level}` }, LEVEL_LABELS[state.level]),
+      history.mode === "observe"
+        ? [" ", h("span", { class: "badge observe", dataset: { mode: "observe" } }, modeText(history))]
+        : null,
       h("div", { class: `reason ${state.level}` }, state.reason),
     ),
     h("td", { class: "num" }, String(state.reporters)),
