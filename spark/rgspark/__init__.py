@@ -22,8 +22,10 @@ from ._exceptions import (
     NamespaceNotFoundError,
     PermissionDeniedError,
     PolicyUnavailableError,
+    PushbackNotRetriedError,
     RGSparkError,
     ServerUnreachableError,
+    SlowDown,
     UnexpectedResponseError,
 )
 from ._limiter import Charges, Limiter
@@ -46,9 +48,11 @@ __all__ = [
     "NamespaceNotFoundError",
     "PermissionDeniedError",
     "PolicyUnavailableError",
+    "PushbackNotRetriedError",
     "RGSparkError",
     "ResourceGroupClient",
     "ServerUnreachableError",
+    "SlowDown",
     "ThrottleStats",
     "ThrottledReader",
     "TokenBucket",

@@ -11,7 +11,9 @@ catches them all; the subclasses say what went wrong and what to do about it::
     │   ├── PermissionDeniedError       403: a valid token without the right
     │   ├── NamespaceNotFoundError      404: the tenant or namespace does not exist
     │   └── UnexpectedResponseError     any other status, or a body that is not the API's
-    └── PolicyUnavailableError      enforcement needs a policy and none was ever fetched
+    ├── PolicyUnavailableError      enforcement needs a policy and none was ever fetched
+    ├── SlowDown                    raised by a job's own `send`: the destination is overloaded
+    └── PushbackNotRetriedError     a destination pushed back where a retry could send twice
 
 Bad arguments to the limiter (`TokenBucket`, `Limiter`) are programming errors, not runtime
 conditions, so they raise the built-in `ValueError` and `TypeError` instead.
@@ -27,8 +29,10 @@ __all__ = [
     "NamespaceNotFoundError",
     "PermissionDeniedError",
     "PolicyUnavailableError",
+    "PushbackNotRetriedError",
     "RGSparkError",
     "ServerUnreachableError",
+    "SlowDown",
     "UnexpectedResponseError",
 ]
 
@@ -91,3 +95,41 @@ class FiguresNotCountedError(RGSparkError):
     """Figures were read from a `ThrottleStats` made without a SparkContext, in which nothing
     counts: the helpers' own, ``client.stats[kind]``, count on classic and Spark Connect
     sessions alike."""
+
+
+class SlowDown(RGSparkError):
+    """Raised by the `send` given to `rgspark.throttled_sink` (or by a function wrapped with
+    `rgspark.throttled`) when the destination is overloaded and the rows it was given were
+    not sent: rgspark sends the same rows again after `after_s` seconds (None: a backoff of
+    its own), and lowers the worker's rate below its allocation until sends succeed again.
+
+    An ``httpx.HTTPStatusError`` or ``requests.HTTPError`` whose response has status 429 or
+    503 means the same, with the response's ``Retry-After`` as `after_s`.
+    """
+
+    def __init__(self, after_s: float | None = None, message: str | None = None) -> None:
+        if after_s is not None:
+            if isinstance(after_s, bool) or not isinstance(after_s, (int, float)):
+                raise TypeError(f"after_s must be a number of seconds or None, not {after_s!r}")
+            if not 0 <= after_s < float("inf"):
+                raise ValueError(f"after_s must be a finite number >= 0, not {after_s!r}")
+        super().__init__(message or _slow_down_message(after_s))
+        self.after_s = None if after_s is None else float(after_s)
+
+    def __reduce__(self) -> tuple[type[SlowDown], tuple[float | None, str]]:
+        # Raised in a Python worker and pickled across processes: keep `after_s`.
+        return (type(self), (self.after_s, str(self)))
+
+
+def _slow_down_message(after_s: float | None) -> str:
+    if after_s is None:
+        return "The destination asks to slow down"
+    return f"The destination asks to slow down and retry after {after_s:g} s"
+
+
+class PushbackNotRetriedError(RGSparkError):
+    """A function wrapped with `rgspark.throttled` pushed back (`SlowDown`, an HTTP 429 or
+    503) where rgspark cannot feed it the same rows again without sending some twice: a
+    function given an iterator of rows, which it may have gathered before sending, or one
+    that pushed back after it had taken every item. The pushback is its ``__cause__``; send
+    through `rgspark.throttled_sink` instead, which retries the very rows pushed back."""

@@ -13,6 +13,11 @@ the last `rgspark.wire.KEPT_ACTIONS` actions.
 
 A send that fails keeps its figures for the next one; a failure is logged at most once a
 `WARN_EVERY_S`, never raised: figures never stop a task.
+
+The pushback figures (``pushbacks``, ``pushbackS``) are sent only when some are not 0, and
+read as 0 when an answer lacks them: a server that does not know them refuses a post that
+carries them (400 or 422: a body it does not know), and the process then sends its figures
+without them from then on, so that its rows still count.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._exceptions import RGSparkError, UnexpectedResponseError
-from ._stats import Entry, Figures, add_entry
+from ._stats import Entry, Figures, add_entry, padded
 from .wire import MAX_ACTIONS_PER_POST
 
 if TYPE_CHECKING:
@@ -69,16 +74,23 @@ class ServerCount:
         try:
             figures.rows, figures.bytes = int(answer["rows"]), int(answer["bytes"])
             figures.held_s = float(answer["heldS"])
+            figures.pushbacks, figures.pushback_s = _pushback_figures(answer)
             for action, part in answer["actions"].items():
                 figures.actions[str(action)] = [
                     *(int(part["rows"]), int(part["bytes"]), float(part["heldS"])),
                     *(int(part["startMs"]) / 1000, int(part["endMs"]) / 1000),
+                    *_pushback_figures(part),
                 ]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UnexpectedResponseError(
                 f"The admin server's figures of job {self.client.job} are not the API's: {answer!r}"
             ) from exc
         return figures
+
+
+def _pushback_figures(part: dict[str, Any]) -> tuple[int, float]:
+    """An answer's pushback figures: 0 from a server that does not count them."""
+    return int(part.get("pushbacks", 0)), float(part.get("pushbackS", 0.0))
 
 
 class _Pending:
@@ -92,6 +104,8 @@ class _Pending:
         self._actions: dict[str, Entry] = {}
         self._admin: AdminClient | None = None
         self._warned_at = -WARN_EVERY_S
+        # Whether the server refused the pushback figures (it predates them).
+        self._without_pushbacks = False
 
     def add(self, action: str, entry: Entry) -> None:
         with self._lock:
@@ -114,21 +128,37 @@ class _Pending:
     def _post(self, actions: dict[str, Entry]) -> None:
         if self._admin is None:
             self._admin = self.client.admin()
-        body = {
+        pushed_back = not self._without_pushbacks and any(
+            padded(entry)[5] or padded(entry)[6] for entry in actions.values()
+        )
+        try:
+            self._admin.post_job_figures(self.client.job, self._body(actions, pushed_back))
+        except UnexpectedResponseError as exc:
+            if not (pushed_back and exc.status_code in (400, 422)):
+                raise
+            self._without_pushbacks = True
+            self._admin.post_job_figures(self.client.job, self._body(actions, False))
+
+    def _body(self, actions: dict[str, Entry], pushed_back: bool) -> dict[str, Any]:
+        """The post of `actions`, with their pushback figures when `pushed_back`."""
+        parts = {}
+        for action, entry in actions.items():
+            rows, nbytes, held_s, start, end, pushbacks, pushback_s = padded(entry)
+            part: dict[str, Any] = {
+                "rows": int(rows),
+                "bytes": int(nbytes),
+                "heldS": held_s,
+                "startMs": round(start * 1000),
+                "endMs": round(end * 1000),
+            }
+            if pushed_back:
+                part.update(pushbacks=int(pushbacks), pushbackS=pushback_s)
+            parts[action] = part
+        return {
             "namespace": f"{self.client.tenant}/{self.client.namespace}",
             "kind": self.kind,
-            "actions": {
-                action: {
-                    "rows": int(rows),
-                    "bytes": int(nbytes),
-                    "heldS": held_s,
-                    "startMs": round(start * 1000),
-                    "endMs": round(end * 1000),
-                }
-                for action, (rows, nbytes, held_s, start, end) in actions.items()
-            },
+            "actions": parts,
         }
-        self._admin.post_job_figures(self.client.job, body)
 
     def _warn(self, exc: RGSparkError) -> None:
         now = time.monotonic()
@@ -147,7 +177,7 @@ def _merge(actions: dict[str, Entry], action: str, entry: Entry) -> None:
     older's name), so that the totals still count every row and the last action stays."""
     known = actions.get(action)
     if known is None:
-        actions[action] = list(entry)
+        actions[action] = padded(entry)
     else:
         add_entry(known, entry)
     if len(actions) > MAX_ACTIONS_PER_POST:

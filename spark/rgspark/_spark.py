@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ._client import ResourceGroupClient
 from ._driver import prepare
 from ._exceptions import ConfigurationError
+from ._pushback import PushbackCap, cap_for, held_retry, send_with_retry
 from ._quota import NamespaceQuota
 from ._session import active_session
 from ._stats import ThrottleStats
@@ -90,6 +91,21 @@ def throttled_sink(
 
     Made on the driver of a SparkSession (classic or Connect), it checks the executors as
     `throttle` does, and counts in ``client.stats[kind]`` unless given other `stats`.
+
+    Pushback: when the destination is overloaded, `send` raises `rgspark.SlowDown`
+    (``after_s``: the delay it asks for), or lets an ``httpx.HTTPStatusError`` or
+    ``requests.HTTPError`` for a 429 or 503 answer through (its ``Retry-After`` is the
+    delay). `send` must raise only when none of the rows it was given was sent: the same
+    list is then sent again after the delay (a backoff from 0.1 s, doubling up to 5 s, when
+    none is named), as often as the destination pushes back, and its rows are charged
+    once, when they went through. Every other error fails the task as before. Each
+    pushback also lowers the rate of the worker process (every task of its namespace and
+    kind) below its allocation (to 85% of the rate pushed back), then raises it back while
+    sends succeed (slow start, then additive increase: see `rgspark._pushback`). The waits of that
+    lowered rate are not counted as held back by the group, so the demand the worker
+    reports is what the destination takes and the group's other namespaces are granted
+    the rest. ``stats.pushbacks`` and ``stats.pushback_s`` count the pushbacks and the
+    seconds they cost (retry delays and the lowered rate's waits).
     """
     kind = _check_kind(kind)
     spark = active_session()
@@ -99,15 +115,16 @@ def throttled_sink(
 
     def run(rows: Iterable[Any]) -> None:
         quota = client.quota(kind)
+        cap = cap_for(client.url, client.tenant, client.namespace, kind)
         chunk: list[Any] = []
         nbytes = 0
-        max_rows, max_bytes = _sink_limits(quota, kind, size is not None)
+        max_rows, max_bytes = _sink_limits(quota, kind, size is not None, cap)
 
         def flush() -> None:
             nonlocal chunk, nbytes, max_rows, max_bytes
-            _send(quota, kind, send, stats, chunk, nbytes)
+            _send(quota, kind, send, stats, chunk, nbytes, cap)
             chunk, nbytes = [], 0
-            max_rows, max_bytes = _sink_limits(quota, kind, size is not None)
+            max_rows, max_bytes = _sink_limits(quota, kind, size is not None, cap)
 
         try:
             for row in rows:
@@ -134,17 +151,55 @@ def _send(
     stats: ThrottleStats | None,
     chunk: list[Any],
     nbytes: int,
+    cap: PushbackCap,
 ) -> None:
-    send(chunk)
-    waited = quota.acquire(kind, len(chunk), nbytes)
+    """Send `chunk` until the destination takes it, then wait at the pushback cap (its own
+    wait, which the group's demand estimators never see) and charge the group's limits."""
+    msgs = f"{kind}Msgs"
+    _, pushbacks, retry_s = send_with_retry(
+        lambda: send(chunk), cap, lambda: quota.rate(msgs), held_retry(quota, kind, cap)
+    )
+    cap_s = cap.waited_s(len(chunk), quota.rate(msgs))
+    if cap_s > 0:
+        cap.sleep(cap_s)
+    waited = _charge(quota, kind, len(chunk), nbytes)
     if stats is not None:
-        stats.add(len(chunk), nbytes, waited)
+        stats.add(len(chunk), nbytes, waited, pushbacks, retry_s + cap_s)
 
 
-def _sink_limits(quota: NamespaceQuota, kind: str, sized: bool) -> tuple[int, float]:
+def _charge(quota: NamespaceQuota, kind: str, rows: int, nbytes: int) -> float:
+    """Charge a chunk sent in pieces of about `BURST_S` of the rates in force as each is
+    charged; returns the seconds waited.
+
+    A chunk is cut to the rate when it is gathered, but a retry's delay may come before it
+    is charged, and the worker's allocation may fall meanwhile (its share goes to others
+    while it waits): charged whole at the fallen rate, the chunk would be held, and counted
+    as held back, for as long as the whole chunk takes at that rate, though a risen
+    allocation releases it sooner. Piece by piece, each is held only as long as the rate
+    in force then needs."""
+    waited = 0.0
+    row_bytes = nbytes / rows if rows else 0.0
+    done = 0
+    while done < rows:
+        step = min(rows - done, _slice_rows(quota, kind, row_bytes) or rows)
+        share = round(nbytes * (done + step) / rows) - round(nbytes * done / rows)
+        waited += quota.acquire(kind, step, share)
+        done += step
+    return waited
+
+
+def _sink_limits(
+    quota: NamespaceQuota, kind: str, sized: bool, cap: PushbackCap | None = None
+) -> tuple[int, float]:
     """The most rows, and bytes, a sink sends between two charges: about `BURST_S` of the
-    rates in force (bytes only when rows are sized), `DEFAULT_SINK_ROWS` when unlimited."""
+    rates in force (bytes only when rows are sized; rows at most half `BURST_S` of the
+    pushback cap when one holds), `DEFAULT_SINK_ROWS` when unlimited."""
     rows = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
+    capped = None if cap is None else cap.rate(quota.rate(f"{kind}Msgs"))
+    if capped is not None:
+        # Half as much under a cap: a destination that counts over a window sees the rate
+        # of chunks of c rows as up to c more than it is, which pushes back earlier.
+        rows = min(rows, max(1, math.floor(capped * BURST_S / 2)))
     rate = quota.rate(f"{kind}Bytes") if sized else None
     return rows, math.inf if rate is None else max(1.0, rate * BURST_S)
 

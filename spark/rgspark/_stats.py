@@ -29,10 +29,13 @@ if TYPE_CHECKING:
 else:
     _Param = object
 
-__all__ = ["ActionStats", "Entry", "Figures", "ThrottleStats", "add_entry"]
+__all__ = ["ActionStats", "Entry", "Figures", "ThrottleStats", "add_entry", "padded"]
 
-# An action's figures: [rows, bytes, held seconds, start, end] (seconds since the epoch).
+# An action's figures: [rows, bytes, held seconds, start, end, pushbacks, pushback seconds]
+# (start and end in seconds since the epoch). The last two were added later: an entry
+# without them has none.
 Entry = list[float]
+ENTRY_LENGTH = 7
 
 NOT_COUNTED = (
     "These stats were made without a SparkContext, so nothing counts in them: take the "
@@ -62,6 +65,8 @@ class ActionStats(NamedTuple):
     #: Seconds its tasks were held back, summed over tasks: with tasks held side by side,
     #: more than `wall_s`.
     task_throttled_s: float
+    # (Pushback is counted in the totals, `ThrottleStats.pushbacks` and `pushback_s`: a
+    # field more would break code that unpacks these four.)
 
 
 class ThrottleStats:
@@ -102,13 +107,23 @@ class ThrottleStats:
         """Whether the figures are counted."""
         return self._figures is not None or self._server is not None
 
-    def add(self, rows: int, nbytes: int, waited_s: float) -> None:
-        """Count a slice a task sent, that waited `waited_s` before it was released."""
+    def add(
+        self,
+        rows: int,
+        nbytes: int,
+        waited_s: float,
+        pushbacks: int = 0,
+        pushback_s: float = 0.0,
+    ) -> None:
+        """Count a slice a task sent, that waited `waited_s` for the group's limits before
+        it was released, after `pushbacks` pushbacks that cost it `pushback_s` seconds."""
         now = time.time()
+        start = now - waited_s - pushback_s
+        entry = [rows, nbytes, waited_s, start, now, pushbacks, pushback_s]
         if self._figures is not None:
-            self._figures.add(Figures.of(_action(), rows, nbytes, waited_s, now - waited_s, now))
+            self._figures.add(Figures.of(_action(), entry))
         elif self._server is not None:
-            self._server.add(_action(), [rows, nbytes, waited_s, now - waited_s, now])
+            self._server.add(_action(), entry)
 
     def flush(self) -> None:
         """A task's end: what it counted on the server is sent now (an accumulator's is
@@ -133,6 +148,17 @@ class ThrottleStats:
         return self._value().held_s
 
     @property
+    def pushbacks(self) -> int:
+        """Times the destination pushed back, over every action."""
+        return self._value().pushbacks
+
+    @property
+    def pushback_s(self) -> float:
+        """Seconds tasks waited because of pushback (retry delays and the lowered rate's
+        waits), summed over the tasks of every action."""
+        return self._value().pushback_s
+
+    @property
     def last(self) -> ActionStats | None:
         """The last action's figures (the one that started last); None before any."""
         return self._value().last()
@@ -150,48 +176,59 @@ class ThrottleStats:
         figures = self._value()  # read once: on the server, a call
         return (
             f"ThrottleStats(kind={self.kind!r}, rows={figures.rows}, bytes={figures.bytes}, "
-            f"task_throttled_s={figures.held_s:.3f}, last={figures.last()})"
+            f"task_throttled_s={figures.held_s:.3f}, pushbacks={figures.pushbacks}, "
+            f"pushback_s={figures.pushback_s:.3f}, last={figures.last()})"
         )
 
 
 class Figures:
-    """The accumulator's value: totals, and per action [rows, bytes, held_s, start, end]
-    (start and end in seconds since the epoch)."""
+    """The accumulator's value: totals, and per action an `Entry`."""
 
-    __slots__ = ("actions", "bytes", "held_s", "rows")
+    __slots__ = ("actions", "bytes", "held_s", "pushback_s", "pushbacks", "rows")
 
     def __init__(self) -> None:
         self.rows = 0
         self.bytes = 0
         self.held_s = 0.0
+        self.pushbacks = 0
+        self.pushback_s = 0.0
         self.actions: dict[str, Entry] = {}
 
+    def __setstate__(self, state: tuple[None, dict[str, object]]) -> None:
+        # Pickled by a worker of an rgspark without the pushback figures: it had none.
+        self.pushbacks, self.pushback_s = 0, 0.0
+        for name, value in state[1].items():
+            setattr(self, name, value)
+
     @classmethod
-    def of(
-        cls, action: str, rows: int, nbytes: int, held_s: float, start: float, end: float
-    ) -> Figures:
+    def of(cls, action: str, entry: Entry) -> Figures:
+        """The figures of one action's `entry`."""
         figures = cls()
-        figures.rows, figures.bytes, figures.held_s = rows, nbytes, held_s
-        figures.actions[action] = [rows, nbytes, held_s, start, end]
+        full = padded(entry)
+        figures.rows, figures.bytes, figures.held_s = int(full[0]), int(full[1]), full[2]
+        figures.pushbacks, figures.pushback_s = int(full[5]), full[6]
+        figures.actions[action] = full
         return figures
 
     def last(self) -> ActionStats | None:
         """The figures of the action that started last; None before any."""
         if not self.actions:
             return None
-        rows, nbytes, held_s, start, end = max(self.actions.values(), key=lambda e: e[3])
+        rows, nbytes, held_s, start, end = max(self.actions.values(), key=lambda e: e[3])[:5]
         return ActionStats(int(rows), int(nbytes), end - start, held_s)
 
     def merge(self, other: Figures) -> Figures:
         self.rows += other.rows
         self.bytes += other.bytes
         self.held_s += other.held_s
-        for action, (rows, nbytes, held_s, start, end) in other.actions.items():
+        self.pushbacks += other.pushbacks
+        self.pushback_s += other.pushback_s
+        for action, other_entry in other.actions.items():
             entry = self.actions.get(action)
             if entry is None:
-                self.actions[action] = [rows, nbytes, held_s, start, end]
+                self.actions[action] = padded(other_entry)
             else:
-                add_entry(entry, [rows, nbytes, held_s, start, end])
+                add_entry(entry, other_entry)
         if len(self.actions) > KEPT_ACTIONS:  # on the driver: forget the oldest
             oldest = sorted(self.actions, key=lambda action: self.actions[action][3])
             for action in oldest[: len(self.actions) - KEPT_ACTIONS]:
@@ -199,11 +236,18 @@ class Figures:
         return self
 
 
+def padded(entry: Entry) -> Entry:
+    """A copy of `entry` with every figure (those it lacks: 0)."""
+    return [*entry, *[0.0] * (ENTRY_LENGTH - len(entry))]
+
+
 def add_entry(entry: Entry, other: Entry) -> None:
-    """Add an action's figures to `entry`: sums, and the earlier start and later end."""
-    entry[0] += other[0]
-    entry[1] += other[1]
-    entry[2] += other[2]
+    """Add an action's figures to `entry` (made `ENTRY_LENGTH` long): sums, and the earlier
+    start and later end."""
+    entry.extend([0.0] * (ENTRY_LENGTH - len(entry)))
+    other = padded(other)
+    for i in (0, 1, 2, 5, 6):
+        entry[i] += other[i]
     entry[3] = min(entry[3], other[3])
     entry[4] = max(entry[4], other[4])
 

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar, cast
 
 from ._client import ResourceGroupClient
 from ._driver import prepare
-from ._exceptions import ConfigurationError
+from ._exceptions import ConfigurationError, PushbackNotRetriedError
+from ._pushback import (
+    PushbackCap,
+    as_slow_down,
+    cap_for,
+    held_retry,
+    retry_delay_s,
+    send_with_retry,
+)
 from ._session import active_session
 from ._spark import DEFAULT_SINK_ROWS, _check_kind, _slice_rows, _slices
 
@@ -84,6 +92,24 @@ def throttled(
 
     Bytes are Arrow bytes (a pandas batch's as PyArrow converts it, or pandas' deep memory
     usage if it cannot); rows alone carry no size, so a bytes rate does not hold them.
+
+    Pushback: `func` may say that the destination is overloaded by raising
+    `rgspark.SlowDown` (or an ``httpx.HTTPStatusError`` or ``requests.HTTPError`` for a 429
+    or 503 answer, its ``Retry-After`` the delay), and must then have sent none of the batch
+    it was handling. After the delay, rgspark gives `func` the same batch again, charged
+    once, and lowers its worker's rate below the allocation as `throttled_sink` does:
+
+    - Called per batch or row (a pandas DataFrame or columns, a row's values): `func` is
+      called again with the same arguments.
+    - Given an iterator of batches (``mapInPandas``, ``mapInArrow``): `func` is called again
+      with the same iterator, whose next item is the batch it took last, then those it had
+      not taken. So `func` must send each batch before it takes the next (as ``for pdf in
+      batches: post(pdf); yield ...`` does); what it had yielded before stays yielded.
+    - Given an iterator of rows (``foreachPartition``), or pushing back after it took the
+      last item, or given several iterators: rgspark cannot tell which rows were sent (a
+      function may gather rows before it sends them), so it raises
+      `rgspark.PushbackNotRetriedError` rather than risk sending any twice or losing some.
+      Send rows with `throttled_sink`, which retries exactly the rows pushed back.
 
     Without a `client`, the one that the active session's ``spark.rgspark.*`` keys describe
     (`ResourceGroupClient.from_conf`). Made on the driver of a SparkSession, it checks the
@@ -156,24 +182,106 @@ class _Throttled:
         self.kind = kind
         self.stats = stats
         self._quota: NamespaceQuota | None = None
+        self._cap: PushbackCap | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Limits belong to a process: each task's copy finds those of its worker.
-        return {**self.__dict__, "_quota": None}
+        return {**self.__dict__, "_quota": None, "_cap": None}
 
     def __repr__(self) -> str:
         return f"throttled({self.func!r}, kind={self.kind!r})"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         shape = _shape(args, kwargs)
+        if shape is _STREAM:
+            return self._stream(args, kwargs)
         if shape is _VALUE:
+            rows = 1
             self._charge(self._task_quota(), 1, 0)
-        elif shape is _STREAM:
-            args = tuple(self._feed(arg) if _kind(arg) is _STREAM else arg for arg in args)
-            kwargs = {k: self._feed(v) if _kind(v) is _STREAM else v for k, v in kwargs.items()}
         else:
-            self._whole([*args, *kwargs.values()])
-        return self.func(*args, **kwargs)
+            rows = self._whole([*args, *kwargs.values()])
+        # Called per batch or row: a pushed back call is made again, its batch charged once.
+        quota, cap = self._task_quota(), self._pushback_cap()
+        msgs = f"{self.kind}Msgs"
+        result, pushbacks, slept = send_with_retry(
+            lambda: self.func(*args, **kwargs),
+            cap,
+            lambda: quota.rate(msgs),
+            held_retry(quota, self.kind, cap),
+        )
+        cap.sent(rows, quota.rate(msgs))
+        if pushbacks and self.stats is not None:
+            self.stats.add(0, 0, 0.0, pushbacks, slept)
+        return result
+
+    def _stream(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call `func` with its iterators fed charged; a pushback calls it again with the
+        batch it took last first (`_Refeed`)."""
+        feeds: list[_Refeed] = []
+
+        def fed(value: Any) -> Any:
+            if _kind(value) is not _STREAM:
+                return value
+            feed = _Refeed(self._feed(value))
+            feeds.append(feed)
+            return feed
+
+        args = tuple(map(fed, args))
+        kwargs = {name: fed(value) for name, value in kwargs.items()}
+        retry = _Retry(feeds)
+        while True:
+            try:
+                result = self.func(*args, **kwargs)
+            except Exception as exc:
+                if not self._again(exc, retry):
+                    raise
+                continue
+            if isinstance(result, Iterator):  # a generator: pushbacks come as it runs
+                return self._results(result, lambda: self.func(*args, **kwargs), retry)
+            return result
+
+    def _results(self, result: Any, call: Callable[[], Any], retry: _Retry) -> Iterator[Any]:
+        """What a generator `func` yields, calling it again after each pushback."""
+        while True:
+            try:
+                if result is None:
+                    result = call()
+                if isinstance(result, Iterator):
+                    yield from result
+                return
+            except Exception as exc:
+                if not self._again(exc, retry):
+                    raise
+                result = None
+
+    def _again(self, exc: Exception, retry: _Retry) -> bool:
+        """After `exc` from `func`: whether to call it again (having waited as the
+        pushback asks); raises `PushbackNotRetriedError` for a pushback it cannot retry."""
+        if as_slow_down(exc) is None:
+            return False
+        feed = retry.feed()
+        if feed is None:
+            raise PushbackNotRetriedError(
+                f"{self.func!r} pushed back ({exc}), and rgspark cannot give it the same rows "
+                "again without risking some twice or none: it was given rows rather than "
+                "batches, or several iterators, or it had taken every item. Send rows with "
+                "rgspark.throttled_sink, which retries the very rows pushed back."
+            ) from exc
+        quota, cap = self._task_quota(), self._pushback_cap()
+        delay = retry_delay_s(exc, cap, lambda: quota.rate(f"{self.kind}Msgs"), retry.attempt())
+        if delay:
+            held_retry(quota, self.kind, cap)(delay)
+        if self.stats is not None:
+            self.stats.add(0, 0, 0.0, 1, delay or 0.0)
+        feed.rewind()
+        return True
+
+    def _pushback_cap(self) -> PushbackCap:
+        cap = self._cap
+        if cap is None:
+            client = self.client
+            cap = self._cap = cap_for(client.url, client.tenant, client.namespace, self.kind)
+        return cap
 
     def _task_quota(self) -> NamespaceQuota:
         """The worker's limits, announced once per task (each task unpickles its own copy)
@@ -184,11 +292,17 @@ class _Throttled:
         return quota
 
     def _charge(self, quota: NamespaceQuota, rows: int, nbytes: int) -> None:
+        # The pushback cap first, apart from the group's limits: its wait is not demand
+        # held back by the group, and the group's buckets refill meanwhile.
+        cap = self._pushback_cap()
+        cap_s = cap.wait_s(rows, quota.rate(f"{self.kind}Msgs"))
+        if cap_s > 0:
+            cap.sleep(cap_s)
         waited = quota.acquire(self.kind, rows, nbytes)
         if self.stats is not None:
-            self.stats.add(rows, nbytes, waited)
+            self.stats.add(rows, nbytes, waited, 0, cap_s)
 
-    def _whole(self, values: list[Any]) -> None:
+    def _whole(self, values: list[Any]) -> int:
         """Charge a call's batches whole: columns are the same rows, frames add up."""
         batches = [batch for batch in map(_batch, values) if batch is not None]
         counts = [batch.num_rows for batch in batches]
@@ -197,6 +311,7 @@ class _Throttled:
         nbytes = sum(int(batch.nbytes) for batch in batches)
         if rows or nbytes:
             self._charge(self._task_quota(), rows, nbytes)
+        return rows
 
     def _feed(self, items: Iterator[Any]) -> Iterator[Any]:
         """`items` as `func` takes them, each charged first."""
@@ -216,15 +331,20 @@ class _Throttled:
         if _batch(first) is None:
             yield from self._rows(quota, rest)
             return
+        cap = self._pushback_cap()
+        msgs = f"{self.kind}Msgs"
+        taken = 0  # rows of the piece `func` took last: sent once it takes the next
         for item in rest:
             batch = _batch(item)
-            if batch is None:  # a stray row among batches
-                self._charge(quota, 1, 0)
-                yield item
-                continue
-            for piece in _slices(batch, quota, self.kind):
-                self._charge(quota, piece.num_rows, piece.nbytes)
-                yield piece.value if isinstance(piece, _Part) else piece
+            pieces = [(1, 0, item)] if batch is None else _pieces(batch, quota, self.kind)
+            for rows, nbytes, piece in pieces:  # (a stray row among batches: one msg)
+                if taken:
+                    cap.sent(taken, quota.rate(msgs))
+                self._charge(quota, rows, nbytes)
+                taken = rows
+                yield piece
+        if taken:
+            cap.sent(taken, quota.rate(msgs))
 
     def _rows(self, quota: NamespaceQuota, rows: Iterator[Any]) -> Iterator[Any]:
         """Rows in chunks of about 100 ms of the rate in force, each charged before its
@@ -239,6 +359,74 @@ class _Throttled:
 
 
 _END = object()
+
+
+def _pieces(batch: Any, quota: NamespaceQuota, kind: str) -> Iterator[tuple[int, int, Any]]:
+    """(rows, bytes, piece) of each slice of `batch`, as `func` receives it."""
+    for piece in _slices(batch, quota, kind):
+        yield piece.num_rows, piece.nbytes, piece.value if isinstance(piece, _Part) else piece
+
+
+class _Refeed(Iterator[Any]):
+    """An iterator's items as `func` takes them; after `rewind`, the item it took last
+    comes again first (not charged again: the items come from `_Throttled._feed`)."""
+
+    __slots__ = ("_again", "_items", "ended", "last", "taken")
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        self._items = items
+        self._again = False
+        self.ended = False  # `func` was told there are no more items
+        self.last: Any = _END
+        self.taken = 0  # items taken, not counting those given again
+
+    def __next__(self) -> Any:
+        if self._again:
+            self._again = False
+            return self.last
+        try:
+            item = next(self._items)
+        except StopIteration:
+            self.ended = True
+            raise
+        self.last = item
+        self.taken += 1
+        return item
+
+    def refeedable(self) -> bool:
+        """Whether `func` can be given the item it took last again without sending
+        anything twice: a batch (handled before the next is taken), or nothing yet."""
+        return not self.ended and (self.last is _END or _batch(self.last) is not None)
+
+    def rewind(self) -> None:
+        self._again = self.last is not _END
+
+
+class _Retry:
+    """The pushbacks of one call of a function given an iterator: its retries of one
+    batch count as one overload, each new batch pushed back as another."""
+
+    __slots__ = ("_attempt", "_feeds", "_mark")
+
+    def __init__(self, feeds: list[_Refeed]) -> None:
+        self._feeds = feeds
+        self._attempt = 0
+        self._mark = -1
+
+    def feed(self) -> _Refeed | None:
+        """The iterator to give again; None when no retry can be sound."""
+        if len(self._feeds) != 1 or not self._feeds[0].refeedable():
+            return None
+        return self._feeds[0]
+
+    def attempt(self) -> int:
+        """This retry's number for the batch pushed back (0: its first)."""
+        taken = self._feeds[0].taken
+        if taken != self._mark:
+            self._mark, self._attempt = taken, 0
+        attempt = self._attempt
+        self._attempt += 1
+        return attempt
 
 
 class _Part:

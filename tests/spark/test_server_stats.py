@@ -72,7 +72,7 @@ def test_what_workers_add_is_what_the_driver_reads(client: ResourceGroupClient) 
     # The first action, merged from both workers: its first start and last end.
     first = ServerCount(client, "publish").read().actions["sql:1"]
     assert first[0] == 200
-    assert first[3:] == [pytest.approx(START), pytest.approx(START + 3 + 0.49 + 0.005)]
+    assert first[3:5] == [pytest.approx(START), pytest.approx(START + 3 + 0.49 + 0.005)]
     assert repr(stats).startswith("ThrottleStats(kind='publish', rows=207, bytes=2070, ")
     # Kinds and jobs apart.
     assert ThrottleStats.on_server(client, "dispatch").rows == 0
@@ -104,7 +104,7 @@ def test_a_send_that_fails_is_kept_for_the_next(
     worker.send()
 
     read = ServerCount(client, "publish").read()
-    assert (read.rows, read.actions["sql:1"][3:]) == (7, [START, START + 2])
+    assert (read.rows, read.actions["sql:1"][3:5]) == (7, [START, START + 2])
 
 
 def test_past_the_most_actions_a_send_names_the_oldest_two_become_one() -> None:
@@ -113,7 +113,7 @@ def test_past_the_most_actions_a_send_names_the_oldest_two_become_one() -> None:
         _merge(actions, f"sql:{n}", entry(n, n, n + 0.5))
     assert len(actions) == MAX_ACTIONS_PER_POST
     assert sum(e[0] for e in actions.values()) == sum(range(MAX_ACTIONS_PER_POST + 3))
-    assert actions["sql:0"][3:] == [START, START + 3.5]  # 0 to 3 folded, in its name
+    assert actions["sql:0"][3:5] == [START, START + 3.5]  # 0 to 3 folded, in its name
     assert f"sql:{MAX_ACTIONS_PER_POST + 2}" in actions  # the last one stays
 
 
@@ -124,3 +124,22 @@ def test_stats_made_without_a_context_say_they_count_nothing() -> None:
     assert repr(stats) == "ThrottleStats(kind='publish', not counted)"
     with pytest.raises(FiguresNotCountedError, match="made without a SparkContext"):
         assert stats.rows
+
+
+def test_pushback_figures_never_cost_a_server_that_does_not_know_them_its_rows(
+    client: ResourceGroupClient,
+) -> None:
+    # Sent only when some are counted; a server that refuses them (400: it predates them)
+    # gets the figures without them, from then on, and reads them back as none.
+    worker = _Pending(client, "publish")
+    worker.add("sql:1", entry(3, 0, 1))
+    worker.send()
+    assert not worker._without_pushbacks  # none to send: the post was the plain one
+    worker.add("sql:1", [*entry(4, 1, 2), 2, 0.75])
+    worker.send()
+    read = ServerCount(client, "publish").read()
+    assert read.rows == 7
+    if worker._without_pushbacks:  # a server without them: refused, then sent without
+        assert (read.pushbacks, read.pushback_s) == (0, 0.0)
+    else:
+        assert (read.pushbacks, read.pushback_s) == (2, 0.75)
