@@ -92,20 +92,11 @@ def throttled_sink(
     Made on the driver of a SparkSession (classic or Connect), it checks the executors as
     `throttle` does, and counts in ``client.stats[kind]`` unless given other `stats`.
 
-    Pushback: when the destination is overloaded, `send` raises `rgspark.SlowDown`
-    (``after_s``: the delay it asks for), or lets an ``httpx.HTTPStatusError`` or
-    ``requests.HTTPError`` for a 429 or 503 answer through (its ``Retry-After`` is the
-    delay). `send` must raise only when none of the rows it was given was sent: the same
-    list is then sent again after the delay (a backoff from 0.1 s, doubling up to 5 s, when
-    none is named), as often as the destination pushes back, and its rows are charged
-    once, when they went through. Every other error fails the task as before. Each
-    pushback also lowers the rate of the worker process (every task of its namespace and
-    kind) below its allocation (to 85% of the rate pushed back), then raises it back while
-    sends succeed (slow start, then additive increase: see `rgspark._pushback`). The waits of that
-    lowered rate are not counted as held back by the group, so the demand the worker
-    reports is what the destination takes and the group's other namespaces are granted
-    the rest. ``stats.pushbacks`` and ``stats.pushback_s`` count the pushbacks and the
-    seconds they cost (retry delays and the lowered rate's waits).
+    Pushback: `send` may raise `rgspark.SlowDown` (or let an httpx or requests 429 or 503
+    through) when none of its rows was sent: the same list is sent again after the delay
+    (``after_s``, ``Retry-After``, or a backoff), its rows charged once, and the worker
+    lowers its rate below its allocation while the destination pushes back, without
+    counting those waits as held back (`rgspark._pushback`; docs/rollout.md).
     """
     kind = _check_kind(kind)
     spark = active_session()

@@ -93,23 +93,12 @@ def throttled(
     Bytes are Arrow bytes (a pandas batch's as PyArrow converts it, or pandas' deep memory
     usage if it cannot); rows alone carry no size, so a bytes rate does not hold them.
 
-    Pushback: `func` may say that the destination is overloaded by raising
-    `rgspark.SlowDown` (or an ``httpx.HTTPStatusError`` or ``requests.HTTPError`` for a 429
-    or 503 answer, its ``Retry-After`` the delay), and must then have sent none of the batch
-    it was handling. After the delay, rgspark gives `func` the same batch again, charged
-    once, and lowers its worker's rate below the allocation as `throttled_sink` does:
-
-    - Called per batch or row (a pandas DataFrame or columns, a row's values): `func` is
-      called again with the same arguments.
-    - Given an iterator of batches (``mapInPandas``, ``mapInArrow``): `func` is called again
-      with the same iterator, whose next item is the batch it took last, then those it had
-      not taken. So `func` must send each batch before it takes the next (as ``for pdf in
-      batches: post(pdf); yield ...`` does); what it had yielded before stays yielded.
-    - Given an iterator of rows (``foreachPartition``), or pushing back after it took the
-      last item, or given several iterators: rgspark cannot tell which rows were sent (a
-      function may gather rows before it sends them), so it raises
-      `rgspark.PushbackNotRetriedError` rather than risk sending any twice or losing some.
-      Send rows with `throttled_sink`, which retries exactly the rows pushed back.
+    Pushback: `func` may raise `rgspark.SlowDown` (or let an httpx or requests 429 or 503
+    through) having sent none of the batch it was handling; after the delay it gets that
+    batch again, charged once: called again with the same arguments, or, given an iterator
+    of batches, with the same iterator, whose next item is that batch (so it must send each
+    batch before it takes the next). Given rows or several iterators, it raises
+    `rgspark.PushbackNotRetriedError`: send rows with `throttled_sink` (docs/rollout.md).
 
     Without a `client`, the one that the active session's ``spark.rgspark.*`` keys describe
     (`ResourceGroupClient.from_conf`). Made on the driver of a SparkSession, it checks the
