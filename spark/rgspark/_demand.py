@@ -22,6 +22,9 @@ MIN_CHARGES = 8
 # Snapshots are taken at charges at least half a `recent_s` apart: this many reach at least
 # four `recent_s` back, half a report interval when `recent_s` is an eighth of one.
 _SNAPSHOTS = 9
+# A caller released early lets the held time end only if no other caller is held past its
+# own foreseen end by more than this (its sleeps run late by a little each).
+_RELEASE_SLACK_NS = 10_000_000
 
 
 class DemandSample(NamedTuple):
@@ -132,6 +135,17 @@ class DemandEstimator:
             if slept_s:
                 self._hold(held_from, now)
             self._count(now, units)
+
+    def released(self, until_s: float) -> None:
+        """A caller told to wait until `until_s` seconds from now (less: its limits rose
+        while it waited) goes on now. Unless another caller is held longer, the held time
+        ends now: counted on to the moment first foreseen, the work that follows would be
+        taken for holding, and the demand read as up to `MAX_FACTOR` times the usage."""
+        now = self._clock()
+        with self._lock:
+            until = now + round(until_s * _NS_PER_SECOND)
+            if now < self._seg_end <= until + _RELEASE_SLACK_NS:
+                self._seg_end = max(now, self._seg_start)
 
     def report(self) -> DemandSample:
         """Units used since the previous report, the seconds since, and the demand now."""

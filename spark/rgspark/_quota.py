@@ -187,6 +187,9 @@ class NamespaceQuota:
             waited += seconds
         if waited > expected:  # the allocation fell meanwhile: held longer than foreseen
             self._record(kind, 0, 0, 0.0, held_before_s=waited - expected)
+        elif waited < expected:  # it rose: held no longer than it was
+            for dim in (f"{kind}Msgs", f"{kind}Bytes"):
+                self._estimators[dim].released(until_s=expected - waited)
         return waited
 
     def charge(self, kind: str, msgs: float, nbytes: float) -> float:

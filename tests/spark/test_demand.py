@@ -208,3 +208,56 @@ class TestBounds:
     def test_the_window_must_be_a_positive_time(self, recent_s: float) -> None:
         with pytest.raises(ValueError):
             DemandEstimator(recent_s=recent_s)
+
+
+class TestEarlyRelease:
+    def test_a_caller_released_early_is_held_no_longer(self, clock: FakeMonotonicClock) -> None:
+        estimator = DemandEstimator(clock=clock)
+        estimator.record_charged(10, wait_s=8.0)  # told to wait 8 s at a trickle
+        clock.advance(0.3)
+        estimator.released(until_s=7.7)  # its limit rose: it goes on after 0.3 s
+        run_charged(estimator, clock, 1.0, demand=1000, rate=2000)
+        # Its work since is counted as work: the demand is what it does, not MAX_FACTOR x.
+        assert estimator.demand() == pytest.approx(1000, rel=0.05)
+
+    def test_without_the_release_the_work_after_looks_held(self, clock: FakeMonotonicClock) -> None:
+        estimator = DemandEstimator(clock=clock)
+        estimator.record_charged(10, wait_s=8.0)
+        clock.advance(0.3)
+        run_charged(estimator, clock, 1.0, demand=1000, rate=2000)
+        assert estimator.demand() > 10 * 1000
+
+    def test_another_caller_held_longer_keeps_the_held_time(
+        self, clock: FakeMonotonicClock
+    ) -> None:
+        estimator = DemandEstimator(clock=clock)
+        estimator.record_charged(10, wait_s=1.0)
+        estimator.record_charged(10, wait_s=2.0)  # in line after the first
+        clock.advance(0.5)
+        estimator.released(until_s=0.5)  # the first goes on; the second still waits
+        clock.advance(1.0)
+        estimator.record_charged(10)
+        # 1.5 s gone, all of it held (the second caller's wait): the demand is bounded by
+        # MAX_FACTOR x usage, as when nobody was released.
+        assert estimator.demand() == pytest.approx(MAX_FACTOR * 30 / 1.5, rel=0.05)
+
+
+def test_a_quota_whose_allocation_rose_during_a_wait_reports_the_work_after(
+    clock: FakeMonotonicClock,
+) -> None:
+    from rgspark._quota import NamespaceQuota
+
+    def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+        if clock() - start >= 300_000_000:  # the worker's share, 0.3 s into the wait
+            quota.apply({"publishMsgs": 1_000_000})
+
+    quota = NamespaceQuota("t", "ns", clock=clock, sleep=sleep)
+    quota.apply({"publishMsgs": 10})  # a trickle
+    start = clock()
+    quota.acquire("publish", 200, 0)  # 20 s owed at the trickle
+    assert (clock() - start) / 1e9 == pytest.approx(0.3, abs=0.11)
+    for _ in range(100):  # then 1,000 msgs/s for a second, held back by nothing
+        clock.advance(0.01)
+        quota.acquire("publish", 10, 0)
+    assert quota.usage()["publishMsgs"]["demand"] == pytest.approx(1000, rel=0.1)
