@@ -1,72 +1,14 @@
 """Usage reports in the SQL store, so that every server process sees every reporter.
 
-A report resolves its namespaces' effective groups, marks its reporter alive, records the
-figures that moved, plans the groups whose inputs changed, and answers with every
-namespace's grants. In a steady state that is a few small statements whatever the report's
-size: the process remembers the rest (`app.quota.cache` says what, and how it knows it still
-holds), and only what changed is read, planned or written.
-
-What the allocator reads for a group are the stored rows counted in it (last written in it,
-as its sums in force count them) of its live reporters (whose lease, and the grace after it,
-has not run out), as does the usage history. A row is rewritten
-when a figure moved by 5% or more (the allocator then sees the new figures) or when its
-allocation changed; otherwise it holds what every plan saw, however long ago it was
-written, and a steady report writes only its reporter's lease. Whenever an input changes
-that may change another reporter's grant (a row's figures, a fall of its allocation, a
-reporter gone, a namespace moved to another group) the group's marker changes, and each
-reporter plans the group again at its next report; until then it keeps its grants. A rise
-leaves the marker (`_rose`: it only takes headroom, which no other plan counted on). A plan
-that grants what is in force already, from a summary made at the marker now, stores
-nothing: neither the group's row nor the reporter's.
-
-**What a report costs.** Planning a group does not read its rows: it reads the group's own
-row, its ledger: the group's summary (its water levels, `app.quota.levels`) and, per
-dimension, the sum of the allocations in force. The planner grants from those (O(1),
-`app.quota.planner`, which alone moves the sums), and the row is written back. Only when
-the summary no longer holds (the group changed, and a 32nd of its reporters were granted
-from it since) does the report read every row of the group, make the summary anew and
-count the sums again from every row counted in the group (O(n)): once every n/32 grants at
-most, so a report of a group of 5,000 reporters costs what one of 10 does, its share of
-the summaries aside. Rows that leave a group (released, expired, dropped, moved) take
-their allocations out of its sums as they go (`app.quota.planner.take`), so the sums are
-always those of the allocations of the rows counted in the group (`rgadmin check` verifies
-it).
-
-**The quota bound under concurrency.** The allocator raises a grant only into the headroom
-that the others' allocations in force leave free (its step 3), and reads those allocations
-from the group's sums in force. Two reports of one group planned at the same time would
-each see the other's old allocation and spend the same headroom twice (measured: 2.1x the
-quota). So a
-report that may plan or mark a group first takes the group's lock, held until it commits:
-on PostgreSQL the row of the group's marker, all of a report's locked in one statement in
-one order before anything is planned, and none after (so reports never wait on each other
-in a cycle; whoever also locks a reporter's row locks it first); on SQLite the database's
-write lock, which every write takes up front (`app.db.begin_write`). Under any
-interleaving, across any number of server processes, the plans of a group are then a
-sequence: each reads every grant committed before it, as the allocator's bound assumes.
-
-**What is in force.** A rise is stored before its answer leaves, so before it is in force.
-A fall is in force only once its answer has reached the worker, which may take a while
-(measured: 0.6 s for a join storm on a busy machine, time enough for other reporters to be
-granted the room and apply it first: up to 1.6x the quota in force), or never (a lost
-answer). So a reporter that says in its reports what it enforces (``allocation``, which
-rgspark sends once an answer's ``confirmFalls`` asks) has a fall counted, and stored, at
-its old rate until a report of its says the new one is applied: that report releases the
-room (`app.quota.figures.released`), marks the group so that the others see it, and is
-never steady (`ReporterState.releasing`). The answer of the fall asks for it within an
-eighth of an interval; rgspark sends it at once. A reporter that says nothing has a fall
-counted from the moment it is granted.
-
-Reports that keep their plans (a steady state) take no lock; reports of other groups take
-other locks and never wait on each other. Row locks cost no room in PostgreSQL's lock
-table, which a broker's reports of thousands of groups each, locked as advisory locks,
-would exhaust. The cost of a hot group: its plans run one at a time, each holding the lock
-from its read of the group's rows to its commit (a few milliseconds for a Spark worker's
-report), so one group takes at most a few hundred plans a second per database, whatever
-the number of server processes; steady reports are not counted in that.
-
-Who may report, and when a reporter is gone, is `app.quota.reporters`; which figures moved
-enough to be recorded, `app.quota.figures`.
+A report (`submit`) resolves its namespaces' effective groups, claims its reporter alive,
+records the figures that moved by 5% or more, plans the groups whose inputs changed (their
+marker moved) and answers with every namespace's grants. A plan reads the group's own row
+(its summary and its sums in force) under the group's lock, so that the plans of a group
+are a sequence across processes, and grants through `app.quota.planner`, which alone moves
+the sums; a fall is counted at its old rate until a report says it is applied. In a steady
+state a report is a few small statements: the process remembers the rest (`app.quota.cache`).
+Why each step holds the bound, and what it costs: docs/design.md ("The bound under
+concurrency"); who may report and when a reporter is gone: `app.quota.reporters`.
 """
 
 from __future__ import annotations
