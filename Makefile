@@ -52,7 +52,7 @@ test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest
 
 test-fast: $(VENV)/.test-installed
-	$(BIN)/python -m pytest -m "not spark and not browser and not postgresql"
+	$(BIN)/python -m pytest -n auto -m "not spark and not browser and not postgresql"
 
 # Only the tests that run Spark: the others of tests/spark do not depend on its version.
 test-spark35: $(SPARK35_VENV)/.installed
