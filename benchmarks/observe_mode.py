@@ -42,13 +42,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
-import shutil
-import signal
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -66,7 +62,14 @@ from benchmarks._servers import (
     server_env,
     stop,
 )
-from benchmarks.spark_throttle import SUPERUSER, TENANT, Setup, run, spark_session
+from benchmarks.spark_throttle import (
+    SUPERUSER,
+    TENANT,
+    Setup,
+    run,
+    run_in_workdir,
+    spark_session,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -387,20 +390,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)  # unwinds the context managers: the server is stopped
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
-    workdir = Path(tempfile.mkdtemp(prefix="rgspark-observe-"))
-    try:
-        report = _benchmark(args, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(report, indent=2))
-    return 0
+    return run_in_workdir("rgspark-observe-", _benchmark, _parse_args(argv))
 
 
 def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:

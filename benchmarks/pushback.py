@@ -35,10 +35,7 @@ import argparse
 import contextlib
 import json
 import platform
-import shutil
-import signal
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, deque
@@ -47,7 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.spark_throttle import Setup, admin_server, spark_session
+from benchmarks.spark_throttle import Setup, admin_server, run_in_workdir, spark_session
 
 if TYPE_CHECKING:
     from pyspark.sql import Row, SparkSession
@@ -346,20 +343,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)  # unwinds the context managers: the server is stopped
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
-    workdir = Path(tempfile.mkdtemp(prefix="rgspark-pushback-"))
-    try:
-        report = _benchmark(args, workdir)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(report, indent=2))
-    return 0
+    return run_in_workdir("rgspark-pushback-", _benchmark, _parse_args(argv))
 
 
 def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:

@@ -493,16 +493,25 @@ def _terminate(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)  # unwinds the context managers: the server is stopped
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parse_args(argv)
+def run_in_workdir(
+    prefix: str,
+    benchmark: Callable[[argparse.Namespace, Path], dict[str, Any]],
+    args: argparse.Namespace,
+) -> int:
+    """Run a Spark benchmark in a directory of its own (its server's data), removed after
+    even when it is terminated, and print its report as one JSON object."""
     signal.signal(signal.SIGTERM, _terminate)
-    workdir = Path(tempfile.mkdtemp(prefix="rgspark-bench-"))
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        report = _benchmark(args, workdir)
+        report = benchmark(args, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(json.dumps(report, indent=2))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_in_workdir("rgspark-bench-", _benchmark, _parse_args(argv))
 
 
 def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
