@@ -51,21 +51,15 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from app.auth import create_token, generate_secret_key
+from app.auth import create_token
 from benchmarks._servers import (
-    HOST,
     process_tree_cpu_seconds,
     rgadmin,
-    serve_rgadmin,
-    server_env,
-    stop,
 )
 from benchmarks.spark_throttle import (
     SUPERUSER,
-    TENANT,
     Setup,
+    admin_server,
     run,
     run_in_workdir,
     spark_session,
@@ -88,24 +82,6 @@ ENDLESS_ROWS = 10**12
 DEFAULT_BATCH_ROWS = "10000"  # Spark's
 FREE, WATCHED = "free", "watched"
 FIRST_ROWS_TIMEOUT_S = 120.0
-
-
-@contextlib.contextmanager
-def admin_server(workdir: Path) -> Iterator[Setup]:
-    """``rgadmin serve`` with `SERVER_SETTINGS`, on a new SQLite database in `workdir`."""
-    secret_key = generate_secret_key()
-    env = {**server_env(f"sqlite:///{workdir / 'rg.db'}", secret_key, SUPERUSER)}
-    env.update(SERVER_SETTINGS)
-    server = serve_rgadmin(workdir, "rgadmin", env)
-    try:
-        url = f"http://{HOST}:{server.port}"
-        token = create_token(subject=SUPERUSER, secret_key=secret_key)
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as admin:
-            setup = Setup(server, url, secret_key, admin)
-            setup._call("PUT", f"/admin/v2/tenants/{TENANT}", {})
-            yield setup
-    finally:
-        stop(server)
 
 
 def set_mode(setup: Setup, group: str, mode: str) -> None:
@@ -397,7 +373,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     import pyspark
 
-    with admin_server(workdir) as setup, spark_session(args.cores, TIMING_CONF) as spark:
+    with (
+        admin_server(workdir, settings=SERVER_SETTINGS) as setup,
+        spark_session(args.cores, TIMING_CONF) as spark,
+    ):
         quota = args.quota
         setup.put_group(FREE)  # limits nothing
         setup.namespace(FREE, FREE)

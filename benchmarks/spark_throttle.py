@@ -68,7 +68,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,10 +142,13 @@ class Setup:
 
 
 @contextlib.contextmanager
-def admin_server(workdir: Path, report_interval_s: float | None) -> Iterator[Setup]:
-    """``rgadmin serve`` on a new SQLite database (made and migrated on start) in `workdir`."""
+def admin_server(
+    workdir: Path, report_interval_s: float | None = None, settings: Mapping[str, str] = {}
+) -> Iterator[Setup]:
+    """``rgadmin serve`` on a new SQLite database (made and migrated on start) in `workdir`,
+    with the given ``RG_*`` `settings`."""
     secret_key = generate_secret_key()
-    env = server_env(f"sqlite:///{workdir / 'rg.db'}", secret_key, SUPERUSER)
+    env = server_env(f"sqlite:///{workdir / 'rg.db'}", secret_key, SUPERUSER) | dict(settings)
     if report_interval_s is not None:
         env["RG_REPORT_INTERVAL_SECONDS"] = str(report_interval_s)
     server = serve_rgadmin(workdir, "rgadmin", env)
