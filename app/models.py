@@ -391,6 +391,10 @@ class JobFigure(Base):
     bytes: Mapped[int] = mapped_column(BigInteger)
     held_s: Mapped[float] = mapped_column(Double)
     """Seconds tasks were held back, summed over tasks."""
+    pushbacks: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    """Times the destination pushed back on the tasks (a default for rows of before)."""
+    pushback_s: Mapped[float] = mapped_column(Double, server_default="0")
+    """Seconds those pushbacks cost, summed over tasks."""
     updated_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
 
 
@@ -415,6 +419,8 @@ class JobAction(Base):
     rows: Mapped[int] = mapped_column(BigInteger)
     bytes: Mapped[int] = mapped_column(BigInteger)
     held_s: Mapped[float] = mapped_column(Double)
+    pushbacks: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    pushback_s: Mapped[float] = mapped_column(Double, server_default="0")
     started_ms: Mapped[int] = mapped_column(BigInteger)
     """When the action's first task charged, in milliseconds since the epoch (the earliest)."""
     ended_ms: Mapped[int] = mapped_column(BigInteger)

@@ -65,6 +65,8 @@ def add(
             "rows": sum(action.rows for action in actions),
             "bytes": sum(action.bytes for action in actions),
             "held_s": sum(action.heldS for action in actions),
+            "pushbacks": sum(action.pushbacks for action in actions),
+            "pushback_s": sum(action.pushbackS for action in actions),
             "updated_at": now,
         },
     )
@@ -77,6 +79,8 @@ def add(
                 "rows": figures.rows,
                 "bytes": figures.bytes,
                 "held_s": figures.heldS,
+                "pushbacks": figures.pushbacks,
+                "pushback_s": figures.pushbackS,
                 "started_ms": figures.startMs,
                 "ended_ms": figures.endMs,
             }
@@ -95,15 +99,15 @@ def read(session: Session, principal: Principal, job: str, kind: FigureKind) -> 
     parameters = {"job_id": job, "kind": kind, "role": principal.role}
     totals = connection.execute(sql.totals[own], parameters).all()
     actions: dict[str, ActionFiguresRead] = {}
-    for action, rows, nbytes, held_s, started_ms, ended_ms in connection.execute(
-        sql.actions[own], parameters
-    ):
-        actions[action] = _merged(actions.get(action), rows, nbytes, held_s, started_ms, ended_ms)
+    for row in connection.execute(sql.actions[own], parameters):
+        actions[row.action] = _merged(actions.get(row.action), _action_read(row))
     return JobFiguresRead(
         kind=kind,
         rows=sum(row.rows for row in totals),
         bytes=sum(row.bytes for row in totals),
         heldS=sum(row.held_s for row in totals),
+        pushbacks=sum(row.pushbacks for row in totals),
+        pushbackS=sum(row.pushback_s for row in totals),
         actions=dict(sorted(actions.items())),
     )
 
@@ -114,21 +118,32 @@ def forget_before(session: Session, before: datetime) -> None:
     session.connection().execute(delete(JobFigure).where(JobFigure.updated_at < before))
 
 
-def _merged(
-    known: ActionFiguresRead | None,
-    rows: int,
-    nbytes: int,
-    held_s: float,
-    started_ms: int,
-    ended_ms: int,
-) -> ActionFiguresRead:
+def _action_read(row: Any) -> ActionFiguresRead:
+    """An action's figures as one role's row of them holds them."""
+    return ActionFiguresRead(
+        rows=row.rows,
+        bytes=row.bytes,
+        heldS=row.held_s,
+        pushbacks=row.pushbacks,
+        pushbackS=row.pushback_s,
+        startMs=row.started_ms,
+        endMs=row.ended_ms,
+    )
+
+
+def _merged(known: ActionFiguresRead | None, added: ActionFiguresRead) -> ActionFiguresRead:
     """An action's figures under one more role, merged as posts merge them: sums, the
     earliest start, the latest end."""
-    if known is not None:
-        rows, nbytes, held_s = rows + known.rows, nbytes + known.bytes, held_s + known.heldS
-        started_ms, ended_ms = min(started_ms, known.startMs), max(ended_ms, known.endMs)
+    if known is None:
+        return added
     return ActionFiguresRead(
-        rows=rows, bytes=nbytes, heldS=held_s, startMs=started_ms, endMs=ended_ms
+        rows=known.rows + added.rows,
+        bytes=known.bytes + added.bytes,
+        heldS=known.heldS + added.heldS,
+        pushbacks=known.pushbacks + added.pushbacks,
+        pushbackS=known.pushbackS + added.pushbackS,
+        startMs=min(known.startMs, added.startMs),
+        endMs=max(known.endMs, added.endMs),
     )
 
 
@@ -145,9 +160,7 @@ class _Statements:
         self.add_totals = totals.on_conflict_do_update(
             index_elements=["job_id", "role", "kind"],
             set_={
-                "rows": _added(JobFigure.rows, totals.excluded.rows),
-                "bytes": _added(JobFigure.bytes, totals.excluded.bytes),
-                "held_s": JobFigure.held_s + totals.excluded.held_s,
+                **_sums_added(JobFigure, totals.excluded),
                 "updated_at": totals.excluded.updated_at,
             },
         )
@@ -155,9 +168,7 @@ class _Statements:
         self.add_actions = actions.on_conflict_do_update(
             index_elements=["job_id", "role", "kind", "action"],
             set_={
-                "rows": _added(JobAction.rows, actions.excluded.rows),
-                "bytes": _added(JobAction.bytes, actions.excluded.bytes),
-                "held_s": JobAction.held_s + actions.excluded.held_s,
+                **_sums_added(JobAction, actions.excluded),
                 "started_ms": least(JobAction.started_ms, actions.excluded.started_ms),
                 "ended_ms": greatest(JobAction.ended_ms, actions.excluded.ended_ms),
             },
@@ -170,12 +181,16 @@ class _Statements:
         )
         #: Every action of the (job, role, kind) but the latest by start.
         self.trim = delete(JobAction).where(*_of_key(JobAction), JobAction.action.not_in(kept))
-        #: By whether of ``:role`` only (else of every role): (rows, bytes, held_s) of the
-        #: job's kind, and (action, rows, bytes, held_s, started_ms, ended_ms) of its actions.
+        #: By whether of ``:role`` only (else of every role): the sums of the job's kind, and
+        #: its actions' (the action, its sums, started_ms, ended_ms).
         self.totals = {
-            of_role: select(JobFigure.rows, JobFigure.bytes, JobFigure.held_s).where(
-                *_of_key(JobFigure, of_role=of_role)
-            )
+            of_role: select(
+                JobFigure.rows,
+                JobFigure.bytes,
+                JobFigure.held_s,
+                JobFigure.pushbacks,
+                JobFigure.pushback_s,
+            ).where(*_of_key(JobFigure, of_role=of_role))
             for of_role in (True, False)
         }
         self.actions = {
@@ -184,6 +199,8 @@ class _Statements:
                 JobAction.rows,
                 JobAction.bytes,
                 JobAction.held_s,
+                JobAction.pushbacks,
+                JobAction.pushback_s,
                 JobAction.started_ms,
                 JobAction.ended_ms,
             ).where(*_of_key(JobAction, of_role=of_role))
@@ -197,6 +214,18 @@ def _of_key(model: type[JobFigure] | type[JobAction], *, of_role: bool = True) -
     if of_role:
         conditions.append(model.role == bindparam("role"))
     return conditions
+
+
+def _sums_added(model: type[JobFigure] | type[JobAction], excluded: Any) -> dict[str, Any]:
+    """What an upsert sets the sums of a row of ``model`` to: what it holds plus what the
+    post adds (``excluded``, the row it would have inserted)."""
+    return {
+        "rows": _added(model.rows, excluded.rows),
+        "bytes": _added(model.bytes, excluded.bytes),
+        "held_s": model.held_s + excluded.held_s,
+        "pushbacks": _added(model.pushbacks, excluded.pushbacks),
+        "pushback_s": model.pushback_s + excluded.pushback_s,
+    }
 
 
 def _added(stored: Any, added: Any) -> ColumnElement[int]:

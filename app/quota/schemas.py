@@ -173,6 +173,7 @@ class AdminChanges(BaseModel):
 
 
 _MS = "in milliseconds since the epoch"
+_PUSHBACK_DEFAULT = "0 when left out."
 
 
 class ActionFigures(_Body):
@@ -193,6 +194,17 @@ class ActionFigures(_Body):
     )
     endMs: Annotated[int, WholeNumber(ge=0, le=MAX_FIGURE)] = Field(
         description=f"When the last of them released, {_MS}: not before `startMs`."
+    )
+    pushbacks: Annotated[int, WholeNumber(ge=0, le=MAX_FIGURE)] = Field(
+        default=0,
+        description=f"Times the destination pushed back on the tasks. {_PUSHBACK_DEFAULT}",
+    )
+    pushbackS: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        strict=True,
+        description=f"Seconds those pushbacks cost, summed over tasks. {_PUSHBACK_DEFAULT}",
     )
 
     @model_validator(mode="after")
@@ -223,6 +235,8 @@ class ActionFiguresRead(BaseModel):
     rows: int = Field(description="Rows charged.")
     bytes: int = Field(description="Bytes charged.")
     heldS: float = Field(description="Seconds tasks were held back, summed over tasks.")
+    pushbacks: int = Field(default=0, description="Times the destination pushed back on tasks.")
+    pushbackS: float = Field(default=0.0, description="Seconds those pushbacks cost, summed.")
     startMs: int = Field(description=f"When its first task charged, {_MS}.")
     endMs: int = Field(description=f"When its last task released, {_MS}.")
 
@@ -232,6 +246,12 @@ class JobFiguresRead(BaseModel):
     rows: int = Field(description="Rows charged over every action.")
     bytes: int = Field(description="Bytes charged over every action.")
     heldS: float = Field(description="Seconds tasks were held back, over every action.")
+    pushbacks: int = Field(
+        default=0, description="Times the destination pushed back on tasks, over every action."
+    )
+    pushbackS: float = Field(
+        default=0.0, description="Seconds those pushbacks cost, over every action."
+    )
     actions: dict[str, ActionFiguresRead] = Field(
         description=f"The latest actions by start ({KEPT_ACTIONS} per role; the totals count "
         "the older ones too), by action id."
