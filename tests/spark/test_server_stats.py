@@ -126,20 +126,14 @@ def test_stats_made_without_a_context_say_they_count_nothing() -> None:
         assert stats.rows
 
 
-def test_pushback_figures_never_cost_a_server_that_does_not_know_them_its_rows(
+def test_pushback_figures_are_sent_only_when_counted_and_read_back(
     client: ResourceGroupClient,
 ) -> None:
-    # Sent only when some are counted; a server that refuses them (400: it predates them)
-    # gets the figures without them, from then on, and reads them back as none.
     worker = _Pending(client, "publish")
     worker.add("sql:1", entry(3, 0, 1))
-    worker.send()
-    assert not worker._without_pushbacks  # none to send: the post was the plain one
+    worker.send()  # none counted: the post is the plain one
     worker.add("sql:1", [*entry(4, 1, 2), 2, 0.75])
     worker.send()
     read = ServerCount(client, "publish").read()
-    assert read.rows == 7
-    if worker._without_pushbacks:  # a server without them: refused, then sent without
-        assert (read.pushbacks, read.pushback_s) == (0, 0.0)
-    else:
-        assert (read.pushbacks, read.pushback_s) == (2, 0.75)
+    assert not worker._without_pushbacks  # the server took them
+    assert (read.rows, read.pushbacks, read.pushback_s) == (7, 2, 0.75)
