@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ._bucket import TokenBucket
 from ._exceptions import SlowDown
-from ._limiter import Reservation
 from .wire import BURST_S
 
 if TYPE_CHECKING:
@@ -311,23 +310,19 @@ def retry_delay_s(
 
 
 def held_retry(quota: NamespaceQuota, kind: str, cap: PushbackCap) -> Callable[[float], float]:
-    """A wait for a retry's delay that `quota`'s demand estimator counts as held back.
+    """A wait for a retry's delay that `quota`'s demand estimator counts as held back
+    (`NamespaceQuota.held_for`).
 
     Rows pushed back are rows the worker wants to send now and is held from: counted as
     idle, a retry's second reads as a demand of 0, which the worker reports at once (its
     demand moved), and its share falls to a trickle that the retried chunk is then charged
     at. Counted as held, the demand stays what the worker was getting through, which is
     what the destination takes. (The cap's waits, by contrast, are not counted: they are
-    the pace of a worker that sends all it can.) The wait goes through `NamespaceQuota.hold`
-    with a reservation on a bucket of its own, unforeseen (`expected` 0), which `hold`
-    records as time held back.
+    the pace of a worker that sends all it can.)
     """
 
     def wait(seconds: float) -> float:
-        bucket = TokenBucket(1.0, 1.0, initial_tokens=0, clock=cap._clock)
-        reservation = Reservation([(bucket, bucket.reserve(seconds))])
-        reservation.expected = 0.0
-        return quota.hold(kind, reservation, cap.sleep)
+        return quota.held_for(kind, seconds, cap.sleep)
 
     return wait
 

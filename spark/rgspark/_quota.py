@@ -192,6 +192,14 @@ class NamespaceQuota:
                 self._estimators[dim].released(until_s=expected - waited)
         return waited
 
+    def held_for(self, kind: str, seconds: float, sleep: Callable[[float], object]) -> float:
+        """Wait `seconds` held back with nothing charged (a destination's retry delay: rows
+        the caller wants to send now), counted as held from now, as a wait for the buckets
+        is; returns the seconds slept."""
+        self._record(kind, 0, 0, seconds)
+        sleep(seconds)
+        return seconds
+
     def charge(self, kind: str, msgs: float, nbytes: float) -> float:
         """Charge without waiting; returns the seconds the caller should wait (0.0 in
         observe mode, which records them instead)."""
