@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from benchmarks.observe_mode import batches as logged_batches
+from benchmarks.observe_mode import per_second
 from rgspark import TokenBucket, throttled
 from rgspark._admin import AdminClient
 from rgspark._exceptions import ConfigurationError, UnexpectedResponseError
@@ -222,24 +224,6 @@ def count_into(directory: Path) -> Any:
     return count
 
 
-def logged_rows(directory: Path) -> list[tuple[float, int]]:
-    found = []
-    for path in directory.glob("*.log"):
-        for line in path.read_text().splitlines():
-            moment, rows = line.split()
-            found.append((float(moment), int(rows)))
-    return sorted(found)
-
-
-def rows_per_second(found: list[tuple[float, int]], start: float, seconds: int) -> list[int]:
-    counts = [0] * seconds
-    for moment, rows in found:
-        index = int(moment - start)
-        if moment >= start and index < seconds:
-            counts[index] += rows
-    return counts
-
-
 @contextlib.contextmanager
 def endless(spark: SparkSession, client: Any, directory: Path) -> Iterator[float]:
     """Rows without end into a counting sink `throttled` holds; yields when the first rows
@@ -255,10 +239,10 @@ def endless(spark: SparkSession, client: Any, directory: Path) -> Iterator[float
     job.start()
     try:
         deadline = time.monotonic() + 120
-        while not logged_rows(directory):
+        while not logged_batches(directory):
             assert job.is_alive() and time.monotonic() < deadline, "no rows were counted"
             time.sleep(0.05)
-        yield logged_rows(directory)[0][0]
+        yield logged_batches(directory)[0][0]
     finally:
         spark.sparkContext.cancelAllJobs()
         job.join(timeout=60)
@@ -272,12 +256,12 @@ def test_a_job_runs_unthrottled_while_observed_then_at_the_quota(
     rg_server.call("PUT", f"/admin/v2/resourcegroups/{job.group}/mode", {"mode": "observe"})
     with endless(spark, job.client(), tmp_path) as first:
         time.sleep(max(0.0, first + OBSERVE_S - time.time()))
-        observing = rows_per_second(logged_rows(tmp_path), first + 1, int(OBSERVE_S) - 1)
+        observing = per_second(logged_batches(tmp_path), first + 1, int(OBSERVE_S) - 1)
         metrics = rg_server.admin.get("/metrics").text
         switched = time.time()
         rg_server.call("PUT", f"/admin/v2/resourcegroups/{job.group}/mode", {"mode": "enforce"})
         time.sleep(ENFORCE_S + 1.5)
-    enforced = rows_per_second(logged_rows(tmp_path), float(int(switched) + 1), ENFORCE_S)
+    enforced = per_second(logged_batches(tmp_path), float(int(switched) + 1), ENFORCE_S)
     # Observed, it sends far more than the quota (several times, at the least).
     assert min(observing) > 3 * QUOTA, observing
     assert f'rg_resource_group_observe{{group="{job.group}"}} 1' in metrics
