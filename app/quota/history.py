@@ -59,6 +59,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app import generation as admin_generation
 from app.config import Settings
+from app.metrics import would_hold_back
 from app.models import (
     DIMENSION_COLUMNS,
     RATE_COLUMN,
@@ -386,12 +387,12 @@ def read(
 
 
 def hold_back(usage: float | None, allocation: float | None) -> float | None:
-    """The share of ``usage`` that ``allocation`` (both units per second) does not cover:
-    ``max(0, usage - allocation) / usage``, what enforcing holds back of what was sent; None
-    where either is unknown, the dimension unlimited (no allocation) or nothing was used."""
-    if usage is None or allocation is None or usage <= 0:
+    """The share of ``usage`` that ``allocation`` (both units per second) does not cover
+    (`app.metrics.would_hold_back`); None where either is unknown (no allocation: the
+    dimension is unlimited)."""
+    if usage is None or allocation is None:
         return None
-    return max(0.0, usage - allocation) / usage
+    return would_hold_back(usage, allocation)
 
 
 def _moments(
