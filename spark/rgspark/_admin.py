@@ -23,7 +23,7 @@ from ._exceptions import (
     ServerUnreachableError,
     UnexpectedResponseError,
 )
-from .wire import DIMENSIONS, KEPT_HEADER, UNLIMITED_ALLOCATION
+from .wire import DIMENSIONS, ENFORCE, KEPT_HEADER, MODES, OBSERVE, UNLIMITED_ALLOCATION
 
 __all__ = ["AdminClient", "NamespaceAnswer", "ReportAnswer", "ReportShed", "report_answer"]
 
@@ -236,6 +236,9 @@ class NamespaceAnswer(NamedTuple):
     fallbacks: dict[str, float] | None
     """The fair share of each dimension, held past the fail-static bound (None: an older
     server, which sends none)."""
+    observing: bool = False
+    """Whether its group is in observe mode (``mode``; absent, from a server without modes:
+    enforcing)."""
 
 
 class ReportAnswer(NamedTuple):
@@ -285,7 +288,11 @@ def _namespace_answer(key: str, part: Any) -> NamespaceAnswer:
     allocations = _rates(key, part, "allocations")
     if allocations is None:
         raise _not_the_api("a report", f"it has no allocations for {key}")
-    return NamespaceAnswer(group, allocations, _rates(key, part, "fallbackAllocations"))
+    mode = part.get("mode", ENFORCE)
+    if mode not in MODES:  # a worker must not guess whether to hold back
+        raise _not_the_api("a report", f"the mode of {key} is {mode!r}")
+    fallbacks = _rates(key, part, "fallbackAllocations")
+    return NamespaceAnswer(group, allocations, fallbacks, mode == OBSERVE)
 
 
 def _rates(key: str, part: Mapping[str, Any], name: str) -> dict[str, float] | None:

@@ -89,7 +89,7 @@ from ._admin import MIN_ALLOCATION, AdminClient, ReportAnswer, ReportShed, repor
 from ._exceptions import AdminServerError, NamespaceNotFoundError, UnexpectedResponseError
 from ._quota import DEFAULT_INTERVAL_S, Fallbacks, NamespaceQuota
 from ._schedule import FAILING, MAX_BACKOFF_S, Nudge, Schedule, State
-from .wire import ENFORCE, GRACE_INTERVALS, MODES, OBSERVE, UNLIMITED_ALLOCATION
+from .wire import GRACE_INTERVALS, UNLIMITED_ALLOCATION
 
 __all__ = ["Nudge", "Reporter", "Schedule", "State"]
 
@@ -105,23 +105,6 @@ _HOLDING_LESS = (State.FALLEN_BACK, State.UNCOUNTED)  # than the last answer's a
 
 class _ApplyError(UnexpectedResponseError):
     """An answer raised as it was applied: a bug, logged with its traceback."""
-
-
-def _observing(answer: Mapping[str, Any], reported: Iterable[str]) -> dict[str, bool]:
-    """Whether each namespace's group is in observe mode (its part's ``mode``; absent, from
-    a server without modes: enforcing). Raises `UnexpectedResponseError` for a mode the
-    worker does not know, before anything is applied: a worker must not guess whether to
-    hold back. Called after `report_answer`, which checked the parts are there."""
-    parts = answer["namespaces"]
-    observing = {}
-    for key in reported:
-        mode = parts[key].get("mode", ENFORCE)
-        if mode not in MODES:
-            raise UnexpectedResponseError(
-                f"The answer to a report is not the API's: the mode of {key} is {mode!r}"
-            )
-        observing[key] = mode == OBSERVE
-    return observing
 
 
 class Reporter:
@@ -218,9 +201,8 @@ class Reporter:
         having changed nothing (`rgspark._admin.report_answer`), or one that raised as it
         was applied."""
         checked = report_answer(answer, self.namespaces)
-        observing = _observing(answer, self.namespaces)
         confirming = self._confirming()  # whether the report said what the buckets enforce
-        fell = self._apply(checked, observing)
+        fell = self._apply(checked)
         self._learn(checked, now)
         was = self.schedule.state
         delay = self.schedule.answered(
@@ -230,14 +212,15 @@ class Reporter:
             logger.info("rgspark: reporter %s: the admin server answers again", self.reporter_id)
         return delay
 
-    def _apply(self, answer: ReportAnswer, observing: Mapping[str, bool]) -> bool:
+    def _apply(self, answer: ReportAnswer) -> bool:
         """Hold each namespace to its allocations, or observe them (its group's mode);
         returns whether some rate fell."""
         fell = False
         try:
             for key, quota in self.namespaces.items():
-                fell = quota.apply(answer.namespaces[key].allocations) or fell
-                quota.observe(observing[key])
+                part = answer.namespaces[key]
+                fell = quota.apply(part.allocations) or fell
+                quota.observe(part.observing)
         except Exception as exc:
             raise _ApplyError(f"The answer could not be applied: {exc!r}") from exc
         return fell
