@@ -49,4 +49,4 @@ def test_observe_mode_runs_and_reports() -> None:
     assert observed["top"]["mode"] == "observe"
     assert min(switch["observed_rows_per_s"]) > 5000  # unheld, well above the quota
     assert len(switch["enforced_rows_per_s"]) == 2
-    assert all(rows < 5000 * 1.5 for rows in switch["enforced_rows_per_s"])
+    assert all(rows < 5000 * 1.5 for rows in switch["enforced_rows_per_s"]), switch
