@@ -30,10 +30,10 @@ complete about 5 s after the fact). Two groups: ``free`` limits nothing; ``watch
   ``rg_resource_group_would_hold_back_ratio``); and ``rgadmin top --once``. Then the group
   is switched to enforce through the API (``PUT .../mode``), the rows the sink counts in
   each second from one after the switch (changes are pushed within a second) are taken for
-  ``--enforce-seconds``, and the job is cancelled. Bars: the history's usage within 5% of what the sink counted,
-  its allocation within 5% of the quota, its hold back and the metrics' within 5 points of
-  ``max(0, 1 - quota / counted rate)``; metrics and top say observe; every second from one
-  after the switch within 5% of the quota.
+  ``--enforce-seconds``, and the job is cancelled. Bars: the history's usage within 5% of
+  what the sink counted, its allocation within 5% of the quota, its hold back and the
+  metrics' within 5 points of ``max(0, 1 - quota / counted rate)``; metrics and top say
+  observe; every second from one after the switch within 5% of the quota.
 
 ``--quick`` shrinks everything for a smoke test: its figures, not its bars.
 """
