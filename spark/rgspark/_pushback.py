@@ -9,9 +9,13 @@ kind), so that every task of the process slows down together.
 The cap's rate follows `AimdRate`, TCP's congestion control applied to a rate: on a pushback
 it falls to `DECREASE` of the rate that was pushed back; it then rises quickly (doubling
 every `DOUBLING_S`: slow start) to `GOOD` of that rate, the last one known to be nearly
-good, and from there by `INCREASE` of it per second while sends succeed (additive increase),
-until it is back at the allocation and the cap is lifted. The destination's own limit is
-thus probed gently from below: the cap spends most of its time between `GOOD` and 1 of it.
+good, and from there by `INCREASE` of it per second while sends succeed (additive increase).
+The destination's own limit is thus probed gently from below: the cap spends most of its
+time between `GOOD` and 1 of it. Above the allocation the cap holds nothing back, but it is
+kept: the allocation follows the demand, which the cap holds down, so it soon falls to the
+cap, and a cap dropped there would be forgotten at each step of the way back up (and the
+next pushback would start again from a burst at a risen allocation). It is lifted once it
+reaches `LIFT` times the rate last pushed back: the destination's limit has moved.
 
 The cap waits apart from the group's limits (its own `TokenBucket`, which the demand
 estimators never see), so that the demand a worker reports is what the destination takes,
@@ -56,6 +60,13 @@ DECREASE = 0.85  # of the rate pushed back: the cap right after a pushback
 GOOD = 0.95  # of the rate pushed back: where slow start ends and additive increase begins
 INCREASE = 0.03  # of the rate pushed back, per second of successful sends
 DOUBLING_S = 0.25  # slow start doubles the cap this often
+# Pushbacks this soon after the cap fell are the same overload, seen late: a destination
+# that counts over a window still holds the rows sent before it fell. One decrease per
+# overload, as TCP makes one per round trip; they are retried all the same.
+RECOVERY_S = 1.0
+# Of the rate pushed back: the cap is lifted at this (at INCREASE, about half a minute of
+# sends that all went through).
+LIFT = 2.0
 MIN_RATE = 1.0  # rows per second: the cap never falls below, so a task always ends
 # A pause between sends longer than this counts as this much: the cap rises while sends
 # succeed, not while a task waits for its input.
@@ -126,18 +137,29 @@ class AimdRate:
     """The rate a worker process holds itself to below its allocation after pushbacks.
 
     `rate` is None (no cap: the allocation holds) until a pushback. `pushed_back` lowers it
-    to `DECREASE` of the rate then in force: the cap, or else the lower of the allocation
-    and the rate the process sent at over the last `MEASURE_S`. `sent` counts rows
-    that went through and raises the cap by the time since the previous call: doubling
-    every `DOUBLING_S` up to `GOOD` of the rate pushed back (slow start), then `INCREASE`
-    of it per second. Once the cap reaches the allocation it is lifted.
+    (at most once per `RECOVERY_S`) to `DECREASE` of the rate then in force: the lowest of
+    the cap, the allocation and the rate the process sent at over the last `MEASURE_S`.
+    `sent` counts rows that went through and raises the cap by the time since
+    the previous call: doubling every `DOUBLING_S` up to `GOOD` of the rate pushed back
+    (slow start), then `INCREASE` of it per second. The cap holds only while it is below
+    the allocation, and is lifted at `LIFT` times the rate pushed back.
 
     Pure arithmetic on `clock` (monotonic nanoseconds), so tests move time by hand. Every
     method may be called from any thread: the tasks of a worker share one.
     """
 
     # Thread safety: the state is read and changed only under `_lock`.
-    __slots__ = ("_ceiling", "_clock", "_last", "_lock", "_rate", "_sends", "_start", "_threshold")
+    __slots__ = (
+        "_ceiling",
+        "_clock",
+        "_decreased",
+        "_last",
+        "_lock",
+        "_rate",
+        "_sends",
+        "_start",
+        "_threshold",
+    )
 
     def __init__(self, *, clock: Callable[[], int] | None = None) -> None:
         self._clock = clock or time.monotonic_ns
@@ -145,7 +167,7 @@ class AimdRate:
         self._rate: float | None = None
         self._ceiling = 0.0  # the rate last pushed back
         self._threshold = 0.0  # where slow start ends
-        self._last = self._start = self._clock()
+        self._last = self._start = self._decreased = self._clock()
         self._sends: deque[tuple[int, float]] = deque()  # (when, rows) over MEASURE_S
 
     def rate(self, allocation: float | None = None) -> float | None:
@@ -158,15 +180,16 @@ class AimdRate:
         return rate
 
     def pushed_back(self, allocation: float | None = None) -> float | None:
-        """A pushback: the cap falls by `DECREASE`; returns the new cap (None when there
-        is nothing to lower from: no cap, no allocation and nothing sent yet)."""
+        """A pushback: the cap falls by `DECREASE`, unless it fell less than `RECOVERY_S`
+        ago; returns the cap (None when there is nothing to lower from: no cap, no
+        allocation and nothing sent yet)."""
         with self._lock:
             now = self._clock()
-            # The cap when one holds (what a worker sends at jitters below it, and lowering
-            # from that would lower the cap's ceiling at each pushback); else what it sent.
-            candidates: list[float | None] = [self._rate]
-            if self._rate is None:
-                candidates = [allocation, self._measured(now)]
+            if self._rate is not None and now - self._decreased < RECOVERY_S * _NS_PER_SECOND:
+                return self._rate
+            # The lowest of the rates that held: the allocation, the cap, and what went
+            # through over the last MEASURE_S (no more than the destination took).
+            candidates = [allocation, self._rate, self._measured(now)]
             known = [rate for rate in candidates if rate is not None and rate > 0]
             if not known:
                 return None
@@ -174,10 +197,10 @@ class AimdRate:
             self._ceiling = base
             self._threshold = max(MIN_RATE, GOOD * base)
             self._rate = max(MIN_RATE, DECREASE * base)
-            self._last = now
+            self._last = self._decreased = now
             return self._rate
 
-    def sent(self, rows: float, allocation: float | None = None) -> None:
+    def sent(self, rows: float) -> None:
         """`rows` went through: counted in the measured rate, and the cap rises."""
         with self._lock:
             now = self._clock()
@@ -186,16 +209,35 @@ class AimdRate:
             elapsed = min((now - self._last) / _NS_PER_SECOND, MAX_STEP_S)
             self._last = now
             rate = self._rate
-            # It rises even while the allocation is lower: the worker's demand is measured
-            # from the time the group holds it back, and its allocation follows its demand,
-            # so only a cap above the allocation lets the allocation grow back.
+            # It rises even above the allocation: the worker's demand is measured from the
+            # time the group holds it back, and its allocation follows its demand, so only a
+            # cap above the allocation lets the allocation grow back.
             if rate is None or elapsed <= 0:
                 return
-            if rate < self._threshold:
-                rate = min(self._threshold, rate * 2.0 ** (elapsed / DOUBLING_S))
-            else:
-                rate += INCREASE * self._ceiling * elapsed
-            self._rate = None if allocation is not None and rate >= allocation else rate
+            rate = self._risen(rate, elapsed)
+            self._rate = None if rate >= LIFT * self._ceiling else rate
+
+    def usable(self, seconds: float) -> float | None:
+        """The most the destination is known to take over the next `seconds`: the rate last
+        pushed back, or the cap by then when it has risen above it; None with no cap.
+
+        What the worker reports as its demand at most (`NamespaceQuota.bound_demand`), so
+        that its allocation stays about the destination's limit, above the cap, and the cap
+        is the limit that holds while it probes. Held back by a lower allocation instead,
+        the worker's demand would read as all it could send, and the group would grant it
+        the share that the destination refuses and the other namespaces could use."""
+        with self._lock:
+            rate = self._rate
+            return None if rate is None else max(self._ceiling, self._risen(rate, seconds))
+
+    def _risen(self, rate: float, seconds: float) -> float:
+        """`rate` after `seconds` of slow start, then of additive increase."""
+        if rate < self._threshold:
+            slow_s = DOUBLING_S * math.log2(self._threshold / rate)
+            if seconds <= slow_s:
+                return rate * math.pow(2.0, seconds / DOUBLING_S)
+            rate, seconds = self._threshold, seconds - slow_s
+        return rate + INCREASE * self._ceiling * seconds
 
     def _measured(self, now: int) -> float | None:
         """Rows per second sent over the last `MEASURE_S`; None with too short a history."""
@@ -243,9 +285,9 @@ class PushbackCap:
     def pushed_back(self, allocation: float | None) -> None:
         self.control.pushed_back(allocation)
 
-    def sent(self, rows: float, allocation: float | None) -> None:
+    def sent(self, rows: float) -> None:
         """`rows` went through: the cap rises (`AimdRate.sent`)."""
-        self.control.sent(rows, allocation)
+        self.control.sent(rows)
 
     def wait_s(self, rows: float, allocation: float | None) -> float:
         """Charge `rows` at the cap: seconds to wait (0 when no cap holds)."""
@@ -268,7 +310,7 @@ class PushbackCap:
     def waited_s(self, rows: float, allocation: float | None) -> float:
         """`rows` went through (`sent`), charged at the cap (`wait_s`): seconds to wait
         before the next send."""
-        self.sent(rows, allocation)
+        self.sent(rows)
         return self.wait_s(rows, allocation)
 
 
@@ -331,11 +373,13 @@ _caps: dict[tuple[str, str, str, str], PushbackCap] = {}
 _caps_lock = threading.Lock()
 
 
-def cap_for(url: str, tenant: str, namespace: str, kind: str) -> PushbackCap:
-    """This process's cap for a namespace's `kind` on a server, made on first use."""
-    key = (url, tenant, namespace, kind)
+def cap_for(url: str, kind: str, quota: NamespaceQuota) -> PushbackCap:
+    """This process's cap for `quota`'s namespace's `kind` on a server, made on first use;
+    while it holds, `quota` reports no more demand than it lets through (`AimdRate.usable`)."""
+    key = (url, quota.tenant, quota.namespace, kind)
     cap = _caps.get(key)
     if cap is None:
         with _caps_lock:
             cap = _caps.setdefault(key, PushbackCap())
+    quota.bound_demand(kind, cap.control.usable)
     return cap

@@ -75,6 +75,7 @@ class NamespaceQuota:
     __slots__ = (
         "_buckets",
         "_clock",
+        "_demand_bounds",
         "_estimators",
         "_kinds",
         "_limiter",
@@ -111,6 +112,7 @@ class NamespaceQuota:
         self._kinds: set[str] = set()
         self._starting: dict[str, int] = {}
         self._reported: dict[str, float] = {}  # the demand each dimension last reported
+        self._demand_bounds: dict[str, Callable[[float], float | None]] = {}
         #: Called when a kind is announced: the reporter then reports without waiting.
         self.on_start: Callable[[], object] | None = None
         self._buckets: dict[str, TokenBucket | None] = {
@@ -188,7 +190,7 @@ class NamespaceQuota:
         if waited > expected:  # the allocation fell meanwhile: held longer than foreseen
             self._record(kind, 0, 0, 0.0, held_before_s=waited - expected)
         elif waited < expected:  # it rose: held no longer than it was
-            for dim in (f"{kind}Msgs", f"{kind}Bytes"):
+            for dim in _dimensions(kind):
                 self._estimators[dim].released(until_s=expected - waited)
         return waited
 
@@ -226,7 +228,7 @@ class NamespaceQuota:
         self._record(kind, msgs, nbytes, 0.0)
 
     def _kind_buckets(self, kind: str) -> list[tuple[str, TokenBucket]]:
-        pairs = ((dim, self._buckets[dim]) for dim in (f"{kind}Msgs", f"{kind}Bytes"))
+        pairs = ((dim, self._buckets[dim]) for dim in _dimensions(kind))
         return [(dim, bucket) for dim, bucket in pairs if bucket is not None]
 
     @property
@@ -265,7 +267,7 @@ class NamespaceQuota:
     def _record(
         self, kind: str, msgs: float, nbytes: float, wait_s: float, held_before_s: float = 0.0
     ) -> None:
-        for dim, units in ((f"{kind}Msgs", msgs), (f"{kind}Bytes", nbytes)):
+        for dim, units in zip(_dimensions(kind), (msgs, nbytes)):
             estimator = self._estimators[dim]
             if held_before_s:
                 estimator.record_acquired(units, held_before_s)
@@ -298,11 +300,12 @@ class NamespaceQuota:
             unknown = self._unknown(kind, now, interval_s)
             if not unknown:
                 self._starting.pop(kind, None)
-            for dim in (f"{kind}Msgs", f"{kind}Bytes"):
-                sample = self._estimators[dim].report()
-                demand = math.inf if unknown else sample.demand
+            samples = {dim: self._estimators[dim].report() for dim in _dimensions(kind)}
+            demands = {dim: math.inf if unknown else got.demand for dim, got in samples.items()}
+            for dim, demand in self._bounded(kind, demands, interval_s).items():
                 self._reported[dim] = demand
-                figures[dim] = {"used": round(sample.used), "demand": min(demand, UNKNOWN_DEMAND)}
+                used = samples[dim].used
+                figures[dim] = {"used": round(used), "demand": min(demand, UNKNOWN_DEMAND)}
                 if enforced:
                     bucket = self._buckets[dim]
                     figures[dim]["allocation"] = (
@@ -334,18 +337,35 @@ class NamespaceQuota:
                 self._reported.get(f"{kind}Msgs", 0.0)
             ):
                 return True  # reported unknown, and known to be idle now
-        for dim, before in self._reported.items():
-            after = self._estimators[dim].demand()
-            if math.isinf(before) or math.isinf(after):
-                continue  # unknown until measured; the next regular report settles it
-            share = None if fair is None else fair.get(dim)
-            if share is None:  # not known: every move counts
-                low, high = held_range(before, threshold)
-            else:
-                low, high = demand_range(before, share, threshold)
-            if not low <= after <= high:
-                return True
+        for kind in self._kinds:
+            demands = {dim: self._estimators[dim].demand() for dim in _dimensions(kind)}
+            for dim, after in self._bounded(kind, demands, interval_s).items():
+                before = self._reported.get(dim, math.inf)
+                if math.isinf(before) or math.isinf(after):
+                    continue  # unknown until measured; the next regular report settles it
+                share = None if fair is None else fair.get(dim)
+                if share is None:  # not known: every move counts
+                    low, high = held_range(before, threshold)
+                else:
+                    low, high = demand_range(before, share, threshold)
+                if not low <= after <= high:
+                    return True
         return False
+
+    def bound_demand(self, kind: str, bound: Callable[[float], float | None]) -> None:
+        """Report no more demand for `kind` than `bound(interval_s)` msgs/s when it gives one:
+        the rate a destination that pushes back lets through by the next report
+        (`rgspark._pushback.AimdRate.usable`). Its bytes are scaled down alike."""
+        _check_kind(kind)
+        self._demand_bounds[kind] = bound
+
+    def _bounded(self, kind: str, demands: dict[str, float], interval_s: float) -> dict[str, float]:
+        bound = self._demand_bounds.get(kind)
+        limit = None if bound is None else bound(interval_s)
+        msgs = demands[f"{kind}Msgs"]
+        if limit is None or math.isinf(msgs) or msgs <= limit:
+            return demands
+        return {dim: demand * limit / msgs for dim, demand in demands.items()}
 
     def apply(self, allocations: Mapping[str, float]) -> bool:
         """Hold each dimension to its allocation (-1: unlimited), keeping any debt; returns
@@ -379,6 +399,10 @@ class NamespaceQuota:
 
     def _bucket(self, rate: float) -> TokenBucket:
         return _bucket(rate) if self._clock is None else _bucket(rate, self._clock)
+
+
+def _dimensions(kind: str) -> tuple[str, str]:
+    return f"{kind}Msgs", f"{kind}Bytes"
 
 
 def _check_kind(kind: str) -> None:

@@ -106,7 +106,7 @@ def throttled_sink(
 
     def run(rows: Iterable[Any]) -> None:
         quota = client.quota(kind)
-        cap = cap_for(client.url, client.tenant, client.namespace, kind)
+        cap = cap_for(client.url, kind, quota)
         chunk: list[Any] = []
         nbytes = 0
         max_rows, max_bytes = _sink_limits(quota, kind, size is not None, cap)
@@ -183,14 +183,14 @@ def _sink_limits(
     quota: NamespaceQuota, kind: str, sized: bool, cap: PushbackCap | None = None
 ) -> tuple[int, float]:
     """The most rows, and bytes, a sink sends between two charges: about `BURST_S` of the
-    rates in force (bytes only when rows are sized; rows at most half `BURST_S` of the
-    pushback cap when one holds), `DEFAULT_SINK_ROWS` when unlimited."""
+    rates in force (bytes only when rows are sized; rows half as many while a pushback cap
+    is kept, holding or not), `DEFAULT_SINK_ROWS` when unlimited."""
     rows = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
-    capped = None if cap is None else cap.rate(quota.rate(f"{kind}Msgs"))
+    capped = None if cap is None else cap.control.rate()
     if capped is not None:
-        # Half as much under a cap: a destination that counts over a window sees the rate
-        # of chunks of c rows as up to c more than it is, which pushes back earlier.
-        rows = min(rows, max(1, math.floor(capped * BURST_S / 2)))
+        # Half as much: a destination that counts over a window sees the rate of chunks of
+        # c rows as up to c more than it is, which pushes back earlier.
+        rows = max(1, min(rows // 2, math.floor(capped * BURST_S / 2)))
     rate = quota.rate(f"{kind}Bytes") if sized else None
     return rows, math.inf if rate is None else max(1.0, rate * BURST_S)
 

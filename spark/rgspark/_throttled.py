@@ -198,7 +198,7 @@ class _Throttled:
             lambda: quota.rate(msgs),
             held_retry(quota, self.kind, cap),
         )
-        cap.sent(rows, quota.rate(msgs))
+        cap.sent(rows)
         if pushbacks and self.stats is not None:
             self.stats.add(0, 0, 0.0, pushbacks, slept)
         return result
@@ -268,8 +268,7 @@ class _Throttled:
     def _pushback_cap(self) -> PushbackCap:
         cap = self._cap
         if cap is None:
-            client = self.client
-            cap = self._cap = cap_for(client.url, client.tenant, client.namespace, self.kind)
+            cap = self._cap = cap_for(self.client.url, self.kind, self._task_quota())
         return cap
 
     def _task_quota(self) -> NamespaceQuota:
@@ -321,19 +320,18 @@ class _Throttled:
             yield from self._rows(quota, rest)
             return
         cap = self._pushback_cap()
-        msgs = f"{self.kind}Msgs"
         taken = 0  # rows of the piece `func` took last: sent once it takes the next
         for item in rest:
             batch = _batch(item)
             pieces = [(1, 0, item)] if batch is None else _pieces(batch, quota, self.kind)
             for rows, nbytes, piece in pieces:  # (a stray row among batches: one msg)
                 if taken:
-                    cap.sent(taken, quota.rate(msgs))
+                    cap.sent(taken)
                 self._charge(quota, rows, nbytes)
                 taken = rows
                 yield piece
         if taken:
-            cap.sent(taken, quota.rate(msgs))
+            cap.sent(taken)
 
     def _rows(self, quota: NamespaceQuota, rows: Iterator[Any]) -> Iterator[Any]:
         """Rows in chunks of about 100 ms of the rate in force, each charged before its

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import pickle
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -20,10 +21,12 @@ from rgspark._pushback import (
     DOUBLING_S,
     GOOD,
     INCREASE,
+    LIFT,
     MAX_BACKOFF_S,
     MAX_RETRY_AFTER_S,
     MAX_STEP_S,
     MIN_RATE,
+    RECOVERY_S,
     AimdRate,
     PushbackCap,
     as_slow_down,
@@ -45,7 +48,7 @@ def test_no_cap_until_a_pushback(clock: FakeMonotonicClock) -> None:
     control = AimdRate(clock=clock)
     for _ in range(10):
         clock.advance(0.1)
-        control.sent(100, 1000.0)
+        control.sent(100)
     assert control.rate(1000.0) is None
     assert control.rate(None) is None
 
@@ -59,20 +62,29 @@ def test_a_pushback_lowers_the_allocation_then_slow_start_then_additive(
     assert control.rate(1000.0) == low
     # Slow start: doubling every DOUBLING_S, but no further than GOOD of the rate pushed back.
     clock.advance(DOUBLING_S / 8)
-    control.sent(10, 1000.0)
+    control.sent(10)
     assert control.rate(1000.0) == pytest.approx(low * 2 ** (1 / 8))
     clock.advance(DOUBLING_S)
-    control.sent(10, 1000.0)
-    assert control.rate(1000.0) == pytest.approx(GOOD * 1000)
-    # Additive: INCREASE of the rate pushed back per second of successful sends.
+    control.sent(10)
+    # Then additive: INCREASE of the rate pushed back per second of successful sends.
+    slow_s = DOUBLING_S * math.log2(GOOD / (DECREASE * 2 ** (1 / 8)))
+    good = GOOD * 1000 + INCREASE * 1000 * (DOUBLING_S - slow_s)
+    assert control.rate(1000.0) == pytest.approx(good)
     clock.advance(0.4)
-    control.sent(10, 1000.0)
-    assert control.rate(1000.0) == pytest.approx(GOOD * 1000 + INCREASE * 1000 * 0.4)
-    # Back at the allocation: the cap is lifted, and stays lifted.
+    control.sent(10)
+    assert control.rate(1000.0) == pytest.approx(good + INCREASE * 1000 * 0.4)
+    # At the allocation, the cap holds nothing back, but it is kept and rises on...
     for _ in range(40):
         clock.advance(0.1)
-        control.sent(10, 1000.0)
+        control.sent(10)
     assert control.rate(1000.0) is None
+    kept = control.rate()
+    assert kept is not None and kept > 1000.0
+    # ...until it reaches LIFT times the rate pushed back: then it is lifted.
+    for _ in range(round((LIFT - GOOD) / INCREASE * 10) + 1):
+        clock.advance(0.1)
+        control.sent(10)
+    assert control.rate() is None
     assert control.rate(5000.0) is None
 
 
@@ -82,9 +94,13 @@ def test_the_decrease_is_from_the_rate_sent_at_when_below_the_allocation(
     control = AimdRate(clock=clock)
     for _ in range(20):  # 40 rows every 0.1 s: 400 rows/s, under an allocation of 1000
         clock.advance(0.1)
-        control.sent(40, 1000.0)
+        control.sent(40)
     assert control.pushed_back(1000.0) == pytest.approx(DECREASE * 400)
-    # Under the cap, a second pushback halves the cap.
+    # Pushbacks within RECOVERY_S are the same overload: the cap falls once for them all.
+    clock.advance(RECOVERY_S / 2)
+    assert control.pushed_back(1000.0) == pytest.approx(DECREASE * 400)
+    # A later one lowers it again, from the cap.
+    clock.advance(RECOVERY_S / 2)
     assert control.pushed_back(1000.0) == pytest.approx(DECREASE * DECREASE * 400)
 
 
@@ -98,6 +114,7 @@ def test_the_cap_never_falls_below_the_floor(clock: FakeMonotonicClock) -> None:
     control = AimdRate(clock=clock)
     for _ in range(20):
         control.pushed_back(10.0)
+        clock.advance(RECOVERY_S)
     assert control.rate(10.0) == MIN_RATE
 
 
@@ -105,12 +122,13 @@ def test_the_cap_rises_only_while_sends_succeed(clock: FakeMonotonicClock) -> No
     control = AimdRate(clock=clock)
     control.pushed_back(1000.0)
     clock.advance(DOUBLING_S)
-    control.sent(10, 1000.0)
-    assert control.rate(1000.0) == pytest.approx(GOOD * 1000)  # slow start is over
+    control.sent(10)
+    good = control.rate(1000.0)
+    assert good is not None and good > GOOD * 1000  # slow start is over
     clock.advance(60)  # a task waiting for its input: no sends
-    control.sent(10, 1000.0)
+    control.sent(10)
     # At most MAX_STEP_S counted.
-    assert control.rate(1000.0) == pytest.approx(GOOD * 1000 + INCREASE * 1000 * MAX_STEP_S)
+    assert control.rate(1000.0) == pytest.approx(good + INCREASE * 1000 * MAX_STEP_S)
 
 
 def test_an_allocation_that_falls_below_the_cap_holds_instead(clock: FakeMonotonicClock) -> None:
@@ -450,13 +468,34 @@ def test_figures_pickled_without_pushbacks_read_none() -> None:
     assert (figures.rows, figures.pushbacks, figures.pushback_s) == (3, 0, 0.0)
 
 
-def test_a_cap_reaching_a_fallen_allocation_is_lifted(clock: FakeMonotonicClock) -> None:
+def test_a_cap_above_a_fallen_allocation_holds_nothing_but_is_kept(
+    clock: FakeMonotonicClock,
+) -> None:
     control = AimdRate(clock=clock)
     control.pushed_back(1000.0)
     clock.advance(0.1)
-    control.sent(10, 300.0)  # the group's allocation fell under the cap: it holds instead
-    assert control.rate(300.0) is None
-    assert control.rate(1000.0) is None
+    control.sent(10)
+    assert control.rate(300.0) is None  # the group's allocation fell under the cap: it holds
+    assert control.rate(1000.0) is not None  # the allocation back up: the cap holds again
+    # Pushed back at the allocation, it falls from the allocation: that was the rate refused.
+    clock.advance(RECOVERY_S)
+    assert control.pushed_back(300.0) == pytest.approx(DECREASE * 300)
+
+
+def test_what_the_destination_takes_is_the_rate_pushed_back_or_the_risen_cap(
+    clock: FakeMonotonicClock,
+) -> None:
+    control = AimdRate(clock=clock)
+    assert control.usable(1.0) is None  # no cap: the destination took everything
+    control.pushed_back(1000.0)
+    # Below the rate pushed back, the cap probes towards it: that rate is the most known.
+    assert control.usable(1.0) == 1000.0
+    for _ in range(30):  # three seconds of sends: GOOD, then beyond the rate pushed back
+        clock.advance(0.1)
+        control.sent(10)
+    risen = control.rate()
+    assert risen is not None and risen > 1000.0
+    assert control.usable(0.5) == pytest.approx(risen + INCREASE * 1000 * 0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -480,6 +519,35 @@ def test_a_retrys_delay_counts_as_held_back_and_keeps_the_demand(
     held_retry(quota, "publish", cap)(1.0)
     # Held, the worker still wants what it was sending; idle, it would read 0.
     assert quota.usage()["publishMsgs"]["demand"] >= 500
+
+
+def _held(quota: NamespaceQuota, clock: FakeMonotonicClock, seconds: float) -> None:
+    """300 msgs and 3,000 bytes every 0.1 s: 3,000 msgs/s wanted, over the allocation."""
+    for _ in range(round(seconds * 10)):
+        quota.acquire("publish", 300, 3000)
+        clock.advance(0.1)
+
+
+def test_under_a_cap_the_demand_reported_is_what_the_destination_takes(
+    clock: FakeMonotonicClock,
+) -> None:
+    quota = NamespaceQuota("t", "ns", sleep=clock.sleep, clock=clock)
+    quota.apply({"publishMsgs": 2000.0})
+    _held(quota, clock, 1)
+    held = quota.usage()["publishMsgs"]["demand"]
+    assert held > 2500  # held back: all it could send
+
+    control = AimdRate(clock=clock)
+    quota.bound_demand("publish", control.usable)
+    control.pushed_back(1000.0)
+    _held(quota, clock, 1)
+    figures = quota.usage(interval_s=1.0)
+    assert figures["publishMsgs"]["demand"] == pytest.approx(1000.0)
+    # Its bytes alike: 10 bytes a msg.
+    assert figures["publishBytes"]["demand"] == pytest.approx(10_000.0)
+    # Still held back as much, it has not moved: no report before its time.
+    _held(quota, clock, 0.5)
+    assert not quota.demand_moved(interval_s=1.0)
 
 
 def test_the_caps_waits_do_not_raise_the_demand(
