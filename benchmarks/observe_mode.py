@@ -1,7 +1,7 @@
 """Does a group in observe mode leave its job unthrottled, show what it would hold back, and
 hold the job to its quota from the second after it is switched to enforce?
 
-    python -m benchmarks.observe_mode [--quick] [--cores 2] [--rows 10000000] [--rounds 7]
+    python -m benchmarks.observe_mode [--quick] [--cores 2] [--rows 20000000] [--rounds 10]
                                       [--quota 20000] [--observe-seconds 12]
                                       [--enforce-seconds 8]
 
@@ -14,12 +14,13 @@ complete about 5 s after the fact). Two groups: ``free`` limits nothing; ``watch
 - ``side_by_side``: ``--rows`` rows of ``spark.range``, one partition per core, through
   ``throttle(df, client, "publish")`` to Spark's noop sink, in each group, ``--rounds`` pairs
   back to back after a warm-up job in each, alternating which goes first, with Spark's own
-  Arrow batches (10,000 rows). The figure is the median over pairs of the observed job's time
-  over the unlimited one's (beside it ``total_ratio``, the sums', ``ratio_of_best``, the
-  fastest rounds', and ``cpu_ratio``, the median pair's ratio of CPU seconds taken by the
-  JVM's process tree, which holds the Python workers, and the server: other load on a
-  shared machine is in neither; ``enforced_s`` is what enforcing would take). Bar: within 5%
-  of 1.
+  Arrow batches (10,000 rows). Each pair gives the observed job's time over the unlimited
+  one's; the figure is the median over couples of pairs (one of each order) of their
+  geometric mean, which cancels the first job's handicap (beside it ``total_ratio``, the
+  sums', ``ratio_of_best``, the fastest rounds', and ``cpu_ratio``, the median pair's ratio
+  of CPU seconds taken by the JVM's process tree, which holds the Python workers, and the
+  server: other load on a shared machine is in neither; ``enforced_s`` is what enforcing
+  would take). Bar: within 5% of 1.
 - ``switch``: rows without end, in the observed group, into a counting sink that
   ``throttled`` holds (a ``mapInArrow`` that logs the time and row count of each batch it
   takes, as it takes it, and drops it; Arrow batches of 100 rows, so that a second's count
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import statistics
 import subprocess
@@ -149,16 +151,20 @@ def side_by_side(
             pairs.append({ns: seconds for ns, (seconds, _) in measured.items()})
             cpu_pairs.append({ns: cpu for ns, (_, cpu) in measured.items()})
     ratios = [pair[WATCHED] / pair[FREE] for pair in pairs]
+    # Rounds in couples of opposite order: the job run first in a pair is the slower, by up
+    # to a third on a shared machine, and a couple's geometric mean cancels that.
+    couples = [math.sqrt(a * b) for a, b in zip(ratios[::2], ratios[1::2], strict=False)]
     cpu_ratios = [
         watched / free for pair in cpu_pairs if (watched := pair[WATCHED]) and (free := pair[FREE])
     ]
-    ratio = statistics.median(ratios)
+    ratio = statistics.median(couples or ratios)
     return {
         "rows": rows,
         "rounds": rounds,
         "unlimited_s": [round(pair[FREE], 3) for pair in pairs],
         "observed_s": [round(pair[WATCHED], 3) for pair in pairs],
         "pair_ratios": [round(r, 4) for r in ratios],
+        "couple_ratios": [round(r, 4) for r in couples],
         "total_ratio": round(sum(p[WATCHED] for p in pairs) / sum(p[FREE] for p in pairs), 4),
         "ratio_of_best": round(min(p[WATCHED] for p in pairs) / min(p[FREE] for p in pairs), 4),
         "cpu_pair_ratios": [round(r, 4) for r in cpu_ratios],
@@ -355,8 +361,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="A tiny run for a smoke test.")
     parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--rows", type=int, default=10_000_000, help="Rows per side-by-side job.")
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rows", type=int, default=20_000_000, help="Rows per side-by-side job.")
+    parser.add_argument("--rounds", type=int, default=10, help="Even: in couples.")
     parser.add_argument("--quota", type=int, default=20_000, help="The observed group's msgs/s.")
     parser.add_argument("--observe-seconds", type=int, default=12)
     parser.add_argument("--enforce-seconds", type=int, default=8)
