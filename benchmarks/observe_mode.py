@@ -20,7 +20,8 @@ complete about 5 s after the fact). Two groups: ``free`` limits nothing; ``watch
   sums', ``ratio_of_best``, the fastest rounds', and ``cpu_ratio``, the median pair's ratio
   of CPU seconds taken by the JVM's process tree, which holds the Python workers, and the
   server: other load on a shared machine is in neither; ``enforced_s`` is what enforcing
-  would take). Bar: within 5% of 1.
+  would take). Bar: within 5% of 1. ``charge_us``: the microseconds one charge of a batch
+  costs a worker, unlimited and observed.
 - ``switch``: rows without end, in the observed group, into a counting sink that
   ``throttled`` holds (a ``mapInArrow`` that logs the time and row count of each batch it
   takes, as it takes it, and drops it; Arrow batches of 100 rows, so that a second's count
@@ -357,6 +358,24 @@ def switch(
     }
 
 
+def charge_cost(quota: float, batch_rows: int, charges: int = 20_000) -> dict[str, float]:
+    """Microseconds a worker spends on one charge of a batch (`NamespaceQuota.reserve`),
+    unlimited and observed: what observe mode adds to a job, batch by batch."""
+    from rgspark._quota import NamespaceQuota
+
+    unlimited = NamespaceQuota("t", FREE)
+    observed = NamespaceQuota("t", WATCHED)
+    observed.apply({"publishMsgs": quota})
+    observed.observe(True)
+    costs = {}
+    for name, limits in (("unlimited", unlimited), ("observed", observed)):
+        start = time.perf_counter()
+        for _ in range(charges):
+            limits.reserve("publish", batch_rows, 0)
+        costs[name] = round((time.perf_counter() - start) / charges * 1e6, 2)
+    return costs
+
+
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="A tiny run for a smoke test.")
@@ -397,6 +416,7 @@ def _benchmark(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "benchmark": "observe_mode",
         "quota": quota,
         "side_by_side": compared,
+        "charge_us": charge_cost(quota, int(DEFAULT_BATCH_ROWS)),
         "switch": switched,
         "meets_bars": {
             "unthrottled": compared["meets_bar"],

@@ -41,6 +41,9 @@ def test_observe_mode_runs_and_reports() -> None:
     # Enforced, the job would have taken far longer than it did: it was not held back.
     assert max(compared["observed_s"]) < compared["enforced_s"]
 
+    charge = report["charge_us"]
+    assert 0 < charge["unlimited"] and 0 < charge["observed"]
+
     switch = report["switch"]
     observed = switch["observed"]
     # Figures, not the bars: a smoke run is too short and its machine too busy.
