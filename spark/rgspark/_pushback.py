@@ -9,18 +9,20 @@ kind), so that every task of the process slows down together.
 The cap's rate follows `AimdRate`, TCP's congestion control applied to a rate: on a pushback
 it falls to `DECREASE` of the rate that was pushed back; it then rises quickly (doubling
 every `DOUBLING_S`: slow start) to `GOOD` of that rate, the last one known to be nearly
-good, and from there by `INCREASE` of it per second while sends succeed (additive increase).
-The destination's own limit is thus probed gently from below: the cap spends most of its
-time between `GOOD` and 1 of it. Above the allocation the cap holds nothing back, but it is
-kept: the allocation follows the demand, which the cap holds down, so it soon falls to the
-cap, and a cap dropped there would be forgotten at each step of the way back up (and the
-next pushback would start again from a burst at a risen allocation). It is lifted once it
-reaches `LIFT` times the rate last pushed back: the destination's limit has moved.
+good, and from there by `INCREASE` of it per second while sends succeed (additive increase,
+quickening the longer no pushback comes: `PROBE_S`). The destination's own limit is thus
+probed gently from below: the cap spends most of its time between `GOOD` and 1 of it.
+Above the allocation the cap holds nothing back, but it is kept: the allocation follows the
+demand, which the cap holds down, so it soon falls to the cap, and a cap dropped there would
+be forgotten at each step of the way back up (and the next pushback would start again from a
+burst at a risen allocation). It is lifted once it reaches `LIFT` times the rate last pushed
+back: the destination's limit has moved.
 
 The cap waits apart from the group's limits (its own `TokenBucket`, which the demand
-estimators never see), so that the demand a worker reports is what the destination takes,
-and the group's other namespaces are granted the rest. A retry's delay, by contrast, is
-counted as held back (`held_retry`): rows refused are rows the worker wants to send now.
+estimators never see), and the demand a worker reports is at most what the destination takes
+(`AimdRate.usable`), so that the group's other namespaces are granted the rest. A retry's
+delay, by contrast, is counted as held back (`held_retry`): rows refused are rows the worker
+wants to send now.
 """
 
 from __future__ import annotations
@@ -60,19 +62,22 @@ DECREASE = 0.85  # of the rate pushed back: the cap right after a pushback
 GOOD = 0.95  # of the rate pushed back: where slow start ends and additive increase begins
 INCREASE = 0.03  # of the rate pushed back, per second of successful sends
 DOUBLING_S = 0.25  # slow start doubles the cap this often
+# Without a pushback, the additive increase doubles every this many seconds of sends: a
+# worker whose co-senders left, or whose destination's limit rose, climbs to the new limit in
+# seconds rather than at INCREASE for minutes; early in a cycle it is INCREASE still.
+PROBE_S = 2.0
 # Pushbacks this soon after the cap fell are the same overload, seen late: a destination
 # that counts over a window still holds the rows sent before it fell. One decrease per
 # overload, as TCP makes one per round trip; they are retried all the same.
 RECOVERY_S = 1.0
-# Of the rate pushed back: the cap is lifted at this (at INCREASE, about half a minute of
-# sends that all went through).
+# Of the rate pushed back: the cap is lifted at this (from GOOD, about 7 s of sends that
+# all went through, at PROBE_S).
 LIFT = 2.0
 MIN_RATE = 1.0  # rows per second: the cap never falls below, so a task always ends
 # A pause between sends longer than this counts as this much: the cap rises while sends
 # succeed, not while a task waits for its input.
 MAX_STEP_S = 0.5
 MEASURE_S = 1.0  # the rate a worker sends at is measured over this many seconds
-MIN_MEASURE_S = 0.05  # a shorter history tells nothing of a rate
 BACKOFF_S = 0.1  # the first retry's delay when the destination names none; doubled since
 MAX_BACKOFF_S = 5.0
 MAX_RETRY_AFTER_S = 600.0  # a longer Retry-After is held to this
@@ -139,10 +144,11 @@ class AimdRate:
     `rate` is None (no cap: the allocation holds) until a pushback. `pushed_back` lowers it
     (at most once per `RECOVERY_S`) to `DECREASE` of the rate then in force: the lowest of
     the cap, the allocation and the rate the process sent at over the last `MEASURE_S`.
-    `sent` counts rows that went through and raises the cap by the time since
-    the previous call: doubling every `DOUBLING_S` up to `GOOD` of the rate pushed back
-    (slow start), then `INCREASE` of it per second. The cap holds only while it is below
-    the allocation, and is lifted at `LIFT` times the rate pushed back.
+    `sent` counts rows that went through and raises the cap by the time since the previous
+    call: doubling every `DOUBLING_S` up to `GOOD` of the rate pushed back (slow start),
+    then `INCREASE` of it per second, a pace that doubles every `PROBE_S` of sends. The cap
+    holds only while it is below the allocation, and is lifted at `LIFT` times the rate
+    pushed back. A pushback with no cap and less than `MEASURE_S` of sends sets none.
 
     Pure arithmetic on `clock` (monotonic nanoseconds), so tests move time by hand. Every
     method may be called from any thread: the tasks of a worker share one.
@@ -155,6 +161,7 @@ class AimdRate:
         "_decreased",
         "_last",
         "_lock",
+        "_probed_s",
         "_rate",
         "_sends",
         "_start",
@@ -167,7 +174,9 @@ class AimdRate:
         self._rate: float | None = None
         self._ceiling = 0.0  # the rate last pushed back
         self._threshold = 0.0  # where slow start ends
-        self._last = self._start = self._decreased = self._clock()
+        self._probed_s = 0.0  # seconds of sends since the cap last fell
+        self._last = self._decreased = self._clock()
+        self._start: int | None = None  # the first send
         self._sends: deque[tuple[int, float]] = deque()  # (when, rows) over MEASURE_S
 
     def rate(self, allocation: float | None = None) -> float | None:
@@ -181,15 +190,18 @@ class AimdRate:
 
     def pushed_back(self, allocation: float | None = None) -> float | None:
         """A pushback: the cap falls by `DECREASE`, unless it fell less than `RECOVERY_S`
-        ago; returns the cap (None when there is nothing to lower from: no cap, no
-        allocation and nothing sent yet)."""
+        ago; returns the cap (None when there is nothing to lower from: no cap, and less
+        than `MEASURE_S` of sends)."""
         with self._lock:
             now = self._clock()
             if self._rate is not None and now - self._decreased < RECOVERY_S * _NS_PER_SECOND:
                 return self._rate
+            measured = self._measured(now)
+            if self._rate is None and measured is None:
+                return None  # too new to tell its rate: the retry's delay alone paces it
             # The lowest of the rates that held: the allocation, the cap, and what went
             # through over the last MEASURE_S (no more than the destination took).
-            candidates = [allocation, self._rate, self._measured(now)]
+            candidates = [allocation, self._rate, measured]
             known = [rate for rate in candidates if rate is not None and rate > 0]
             if not known:
                 return None
@@ -198,12 +210,15 @@ class AimdRate:
             self._threshold = max(MIN_RATE, GOOD * base)
             self._rate = max(MIN_RATE, DECREASE * base)
             self._last = self._decreased = now
+            self._probed_s = 0.0
             return self._rate
 
     def sent(self, rows: float) -> None:
         """`rows` went through: counted in the measured rate, and the cap rises."""
         with self._lock:
             now = self._clock()
+            if self._start is None:
+                self._start = now
             self._sends.append((now, rows))
             self._measured(now)  # drops what is past the window
             elapsed = min((now - self._last) / _NS_PER_SECOND, MAX_STEP_S)
@@ -215,6 +230,7 @@ class AimdRate:
             if rate is None or elapsed <= 0:
                 return
             rate = self._risen(rate, elapsed)
+            self._probed_s += elapsed
             self._rate = None if rate >= LIFT * self._ceiling else rate
 
     def usable(self, seconds: float) -> float | None:
@@ -231,24 +247,26 @@ class AimdRate:
             return None if rate is None else max(self._ceiling, self._risen(rate, seconds))
 
     def _risen(self, rate: float, seconds: float) -> float:
-        """`rate` after `seconds` of slow start, then of additive increase."""
+        """`rate` after `seconds` of slow start, then of additive increase (at its pace
+        now: `PROBE_S`)."""
         if rate < self._threshold:
             slow_s = DOUBLING_S * math.log2(self._threshold / rate)
             if seconds <= slow_s:
                 return rate * math.pow(2.0, seconds / DOUBLING_S)
             rate, seconds = self._threshold, seconds - slow_s
-        return rate + INCREASE * self._ceiling * seconds
+        pace = INCREASE * self._ceiling * math.pow(2.0, self._probed_s / PROBE_S)
+        return rate + pace * seconds
 
     def _measured(self, now: int) -> float | None:
-        """Rows per second sent over the last `MEASURE_S`; None with too short a history."""
+        """Rows per second sent over the last `MEASURE_S`; None before the process has sent
+        for that long: a task's first sends go at the trickle a worker starts with."""
         window = round(MEASURE_S * _NS_PER_SECOND)
         sends = self._sends
         while sends and sends[0][0] <= now - window:
             sends.popleft()
-        span = min(window, now - self._start) / _NS_PER_SECOND
-        if span < MIN_MEASURE_S or not sends:
+        if self._start is None or now - self._start < window:
             return None
-        return sum(rows for _, rows in sends) / span
+        return sum(rows for _, rows in sends) / MEASURE_S
 
     def __repr__(self) -> str:
         return f"AimdRate(rate={self._rate!r}, ceiling={self._ceiling!r})"

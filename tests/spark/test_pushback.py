@@ -25,7 +25,9 @@ from rgspark._pushback import (
     MAX_BACKOFF_S,
     MAX_RETRY_AFTER_S,
     MAX_STEP_S,
+    MEASURE_S,
     MIN_RATE,
+    PROBE_S,
     RECOVERY_S,
     AimdRate,
     PushbackCap,
@@ -44,6 +46,20 @@ from tests.spark.test_throttle_spark import LocalClient, fake_buckets  # noqa: F
 # The rate: multiplicative decrease, slow start, additive increase
 
 
+def _history(control: AimdRate, clock: FakeMonotonicClock, rate: float) -> None:
+    """`rate` rows/s sent in tenths of a second for a little over `MEASURE_S`, so that a
+    pushback knows the rate sent at."""
+    for _ in range(round(MEASURE_S * 10) + 1):
+        clock.advance(0.1)
+        control.sent(rate / 10)
+
+
+def _pace(probed_s: float) -> float:
+    """The additive increase per second, of the rate pushed back, after `probed_s` of sends
+    since it fell."""
+    return INCREASE * 2 ** (probed_s / PROBE_S)
+
+
 def test_no_cap_until_a_pushback(clock: FakeMonotonicClock) -> None:
     control = AimdRate(clock=clock)
     for _ in range(10):
@@ -57,35 +73,58 @@ def test_a_pushback_lowers_the_allocation_then_slow_start_then_additive(
     clock: FakeMonotonicClock,
 ) -> None:
     control = AimdRate(clock=clock)
+    assert control.pushed_back(1000.0) is None  # too new to tell its rate: no cap yet
+    _history(control, clock, 1000)
     low = DECREASE * 1000
-    assert control.pushed_back(1000.0) == low  # nothing sent yet: from the allocation
-    assert control.rate(1000.0) == low
+    assert control.pushed_back(1000.0) == pytest.approx(low)
+    assert control.rate(1000.0) == pytest.approx(low)
     # Slow start: doubling every DOUBLING_S, but no further than GOOD of the rate pushed back.
     clock.advance(DOUBLING_S / 8)
     control.sent(10)
     assert control.rate(1000.0) == pytest.approx(low * 2 ** (1 / 8))
     clock.advance(DOUBLING_S)
     control.sent(10)
-    # Then additive: INCREASE of the rate pushed back per second of successful sends.
+    # Then additive: INCREASE of the rate pushed back per second of successful sends, at first.
     slow_s = DOUBLING_S * math.log2(GOOD / (DECREASE * 2 ** (1 / 8)))
-    good = GOOD * 1000 + INCREASE * 1000 * (DOUBLING_S - slow_s)
+    probed = DOUBLING_S / 8
+    good = GOOD * 1000 + _pace(probed) * 1000 * (DOUBLING_S - slow_s)
     assert control.rate(1000.0) == pytest.approx(good)
     clock.advance(0.4)
     control.sent(10)
-    assert control.rate(1000.0) == pytest.approx(good + INCREASE * 1000 * 0.4)
+    probed += DOUBLING_S
+    assert control.rate(1000.0) == pytest.approx(good + _pace(probed) * 1000 * 0.4)
     # At the allocation, the cap holds nothing back, but it is kept and rises on...
-    for _ in range(40):
+    for _ in range(30):
         clock.advance(0.1)
         control.sent(10)
     assert control.rate(1000.0) is None
     kept = control.rate()
-    assert kept is not None and kept > 1000.0
-    # ...until it reaches LIFT times the rate pushed back: then it is lifted.
-    for _ in range(round((LIFT - GOOD) / INCREASE * 10) + 1):
+    assert kept is not None and 1000.0 < kept < LIFT * 1000
+    # ...until it reaches LIFT times the rate pushed back (about 7 s from GOOD, quickening):
+    # then it is lifted.
+    for _ in range(40):
         clock.advance(0.1)
         control.sent(10)
     assert control.rate() is None
     assert control.rate(5000.0) is None
+
+
+def test_the_increase_quickens_while_no_pushback_comes(clock: FakeMonotonicClock) -> None:
+    control = AimdRate(clock=clock)
+    _history(control, clock, 1000)
+    control.pushed_back(1000.0)
+    rises = []
+    for second in range(6):
+        before = control.rate()
+        for _ in range(10):
+            clock.advance(0.1)
+            control.sent(10)
+        after = control.rate()
+        assert before is not None and after is not None
+        if second in (1, 5):  # past slow start
+            rises.append(after - before)
+    # Four seconds later, the pace has doubled twice (PROBE_S).
+    assert rises[1] / rises[0] == pytest.approx(2 ** (4 / PROBE_S), rel=0.05)
 
 
 def test_the_decrease_is_from_the_rate_sent_at_when_below_the_allocation(
@@ -110,8 +149,20 @@ def test_a_pushback_with_nothing_to_lower_from_sets_no_cap(clock: FakeMonotonicC
     assert control.rate(None) is None
 
 
+def test_a_pushback_before_a_full_measure_sets_no_cap(clock: FakeMonotonicClock) -> None:
+    # A task's first sends go at the trickle a worker starts with: lowered from that, the
+    # cap would hold the worker at a trickle for minutes.
+    control = AimdRate(clock=clock)
+    for _ in range(5):
+        clock.advance(0.1)
+        control.sent(2)
+    assert control.pushed_back(1000.0) is None
+    assert control.rate() is None
+
+
 def test_the_cap_never_falls_below_the_floor(clock: FakeMonotonicClock) -> None:
     control = AimdRate(clock=clock)
+    _history(control, clock, 10)
     for _ in range(20):
         control.pushed_back(10.0)
         clock.advance(RECOVERY_S)
@@ -120,6 +171,7 @@ def test_the_cap_never_falls_below_the_floor(clock: FakeMonotonicClock) -> None:
 
 def test_the_cap_rises_only_while_sends_succeed(clock: FakeMonotonicClock) -> None:
     control = AimdRate(clock=clock)
+    _history(control, clock, 1000)
     control.pushed_back(1000.0)
     clock.advance(DOUBLING_S)
     control.sent(10)
@@ -127,19 +179,23 @@ def test_the_cap_rises_only_while_sends_succeed(clock: FakeMonotonicClock) -> No
     assert good is not None and good > GOOD * 1000  # slow start is over
     clock.advance(60)  # a task waiting for its input: no sends
     control.sent(10)
-    # At most MAX_STEP_S counted.
-    assert control.rate(1000.0) == pytest.approx(good + INCREASE * 1000 * MAX_STEP_S)
+    # At most MAX_STEP_S counted, at the pace of DOUBLING_S of sends.
+    rise = _pace(DOUBLING_S) * 1000 * MAX_STEP_S
+    assert control.rate(1000.0) == pytest.approx(good + rise)
 
 
 def test_an_allocation_that_falls_below_the_cap_holds_instead(clock: FakeMonotonicClock) -> None:
     control = AimdRate(clock=clock)
+    _history(control, clock, 1000)
     control.pushed_back(1000.0)
+    assert control.rate(1000.0) is not None
     assert control.rate(300.0) is None  # the group's limits are lower: they hold
 
 
 def test_the_cap_holds_a_sender_to_its_rate(clock: FakeMonotonicClock) -> None:
     cap = PushbackCap(clock=clock, sleep=clock.sleep)
     assert cap.waited_s(100, 1000.0) == 0.0  # no cap: nothing waits
+    _history(cap.control, clock, 1000)
     cap.pushed_back(1000.0)
     low = DECREASE * 1000
     start = clock()
@@ -232,6 +288,7 @@ def test_the_backoff_doubles_up_to_its_bound() -> None:
 
 def test_the_same_chunk_is_sent_again_after_each_delay(clock: FakeMonotonicClock) -> None:
     cap = PushbackCap(clock=clock, sleep=clock.sleep)
+    _history(cap.control, clock, 1000)
     answers: list[Exception | None] = [
         _status_error(429, {"Retry-After": "2"}),
         SlowDown(),
@@ -251,7 +308,7 @@ def test_the_same_chunk_is_sent_again_after_each_delay(clock: FakeMonotonicClock
     gaps = [round(b - a, 6) for a, b in itertools.pairwise(calls)]
     assert gaps == [2.0, 2 * BACKOFF_S, 0.5]  # the second retry backs off: no delay named
     # Lowered once: its retries are the same overload.
-    assert cap.rate(1000.0) == DECREASE * 1000
+    assert cap.rate(1000.0) == pytest.approx(DECREASE * 1000)
 
 
 def test_an_error_that_is_no_pushback_is_raised_at_once(clock: FakeMonotonicClock) -> None:
@@ -472,6 +529,7 @@ def test_a_cap_above_a_fallen_allocation_holds_nothing_but_is_kept(
     clock: FakeMonotonicClock,
 ) -> None:
     control = AimdRate(clock=clock)
+    _history(control, clock, 1000)
     control.pushed_back(1000.0)
     clock.advance(0.1)
     control.sent(10)
@@ -480,6 +538,10 @@ def test_a_cap_above_a_fallen_allocation_holds_nothing_but_is_kept(
     # Pushed back at the allocation, it falls from the allocation: that was the rate refused.
     clock.advance(RECOVERY_S)
     assert control.pushed_back(300.0) == pytest.approx(DECREASE * 300)
+    # From what went through, when less: the destination took no more.
+    control = AimdRate(clock=clock)
+    _history(control, clock, 200)
+    assert control.pushed_back(1000.0) == pytest.approx(DECREASE * 200)
 
 
 def test_what_the_destination_takes_is_the_rate_pushed_back_or_the_risen_cap(
@@ -487,15 +549,16 @@ def test_what_the_destination_takes_is_the_rate_pushed_back_or_the_risen_cap(
 ) -> None:
     control = AimdRate(clock=clock)
     assert control.usable(1.0) is None  # no cap: the destination took everything
+    _history(control, clock, 1000)
     control.pushed_back(1000.0)
     # Below the rate pushed back, the cap probes towards it: that rate is the most known.
-    assert control.usable(1.0) == 1000.0
+    assert control.usable(1.0) == pytest.approx(1000.0)
     for _ in range(30):  # three seconds of sends: GOOD, then beyond the rate pushed back
         clock.advance(0.1)
         control.sent(10)
     risen = control.rate()
     assert risen is not None and risen > 1000.0
-    assert control.usable(0.5) == pytest.approx(risen + INCREASE * 1000 * 0.5)
+    assert control.usable(0.5) == pytest.approx(risen + _pace(3.0) * 1000 * 0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,6 +602,7 @@ def test_under_a_cap_the_demand_reported_is_what_the_destination_takes(
 
     control = AimdRate(clock=clock)
     quota.bound_demand("publish", control.usable)
+    _history(control, clock, 1000)
     control.pushed_back(1000.0)
     _held(quota, clock, 1)
     figures = quota.usage(interval_s=1.0)
@@ -558,6 +622,7 @@ def test_the_caps_waits_do_not_raise_the_demand(
     quota.apply({"publishMsgs": 1000.0})
     fake_cap = PushbackCap(clock=clock, sleep=clock.sleep)
     monkeypatch.setitem(_pushback._caps, ("http://127.0.0.1:1", "t", "ns", "publish"), fake_cap)
+    _history(fake_cap.control, clock, 1000)
     fake_cap.pushed_back(1000.0)  # the cap: DECREASE of the allocation, and rising
     throttled_sink(LocalClient(quota), "publish", lambda chunk: None)(iter(range(800)))
     cap = fake_cap.rate(1000.0)
