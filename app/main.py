@@ -43,7 +43,7 @@ from app.quota.changes import ChangeWatch, Reading
 from app.quota.lanes import ReportLanes
 from app.quota.leases import keep_alive_s
 from app.quota.repository import UsageRepository
-from app.quota.statements import new_token
+from app.quota.tokens import new_token
 from app.quota.tuning import STALE_REPORT_INTERVALS
 from app.readcache import group_cache_for
 from app.request_quotas import RequestThrottle

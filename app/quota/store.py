@@ -45,7 +45,7 @@ from app.quota.schemas import (
     NamespaceUsage,
     UsageReport,
 )
-from app.quota.statements import new_token, new_tokens
+from app.quota.tokens import new_token, new_tokens
 from app.quota.tuning import (
     EARLY_REPORT,
     FEW_GROUPS,

@@ -25,7 +25,7 @@ Rates = tuple[float | None, ...]
 Figures = tuple[Any, ...]
 """One reporter's figures for one namespace, flat: per dimension in turn, its usage (per
 second), demand and allocation (None when none is in force), as the ``quota_usage`` columns
-hold them (`app.quota.statements.FIGURE_COLUMNS`). Read them through the positions below."""
+hold them (`app.quota.repository.sql.FIGURE_COLUMNS`). Read them through the positions below."""
 
 USAGE, DEMAND, ALLOCATION = 0, 1, 2
 """Where each figure is among a dimension's three."""

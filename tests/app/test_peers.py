@@ -89,7 +89,7 @@ def test_the_peers_read_only_their_groups_rows_whatever_the_statistics(
     peers, _ = queries.peers("r0", groups, NOW)
     assert len(peers) == 2 * (REPORTERS - 1 - len(GONE)) - 1  # r1's row of t/n3 is in g7
     reporters = sorted({f"r{reporter}" for reporter in range(1, REPORTERS)})
-    read = rows_read(session, queries.sql.peers, {"reporter_id": "r0", "groups": groups})
-    read += rows_read(session, queries.sql.alive, {"reporters": reporters, "now": NOW})
+    read = rows_read(session, queries._peers_sql(True), {"reporter_id": "r0", "groups": groups})
+    read += rows_read(session, queries._alive_sql(True), {"reporters": reporters, "now": NOW})
     # Each of the groups' rows, and each of their reporters, once.
     assert read <= 2 * len(peers) + 2 * len(reporters)

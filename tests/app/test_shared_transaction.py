@@ -17,13 +17,8 @@ from sqlalchemy.orm import Session
 
 from app.models import QuotaGroup, QuotaReporter
 from app.quota.cache import ReportCache
-from app.quota.repository import (
-    SHARED_LOOK_BACK,
-    SHARED_LOOK_EXTRA,
-    Claim,
-    UsageRepository,
-)
-from app.quota.tuning import MARKER_LOOK_S
+from app.quota.repository import Claim, UsageRepository
+from app.quota.tuning import MARKER_LOOK_S, SHARED_LOOK_BACK, SHARED_LOOK_EXTRA
 from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
@@ -222,7 +217,7 @@ def test_a_reports_session_is_freed_without_the_garbage_collector(
 
 
 def marker_reads(seen: list[str]) -> int:
-    """How many of ``seen`` read groups' markers by name (`Statements.markers`)."""
+    """How many of ``seen`` read groups' markers by name (`UsageRepository.markers`)."""
     return sum(
         "quota_groups.marker" in s and "levels" not in s and "changed_at" not in s for s in seen
     )
