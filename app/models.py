@@ -236,8 +236,8 @@ class QuotaGroup(Base):
     name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
     marker: Mapped[int] = mapped_column(BigInteger)
     changed_at: Mapped[datetime] = mapped_column(TIMESTAMP(timezone=True), index=True)
-    """When the marker last changed: the usage history samples the groups changed since its
-    last moment (`app.quota.history`)."""
+    """When the marker last changed: reporters ask for the markers changed since they last
+    looked, which is none at all in a steady state."""
     wake: Mapped[int] = mapped_column(BigInteger, server_default="0")
     """Moved when the group's fair shares moved enough that reporters holding a lease should
     learn theirs now (`app.quota.leases`): workers watch it through ``/quota/v1/changes``."""

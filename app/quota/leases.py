@@ -14,10 +14,12 @@ import math
 from datetime import datetime, timedelta
 
 from app.quota.allocator import Levels
+from app.quota.tuning import FULL_LOOK_INTERVALS
 from rgspark.wire import GRACE_INTERVALS, SIGNIFICANT_CHANGE, moved
 
 __all__ = [
     "SILENT_INTERVALS",
+    "full_look_s",
     "keep_alive_s",
     "lease_s",
     "lease_until",
@@ -45,6 +47,13 @@ def keep_alive_s(interval_s: float, max_lease_s: float) -> float:
     (`app.quota.cache`); on a new one, a process of ``--workers N`` picked by the kernel
     would plan the worker's group anew, under the group's lock, at every steady report."""
     return max(max_lease_s, interval_s) + GRACE_INTERVALS * interval_s
+
+
+def full_look_s(interval_s: float, max_lease_s: float) -> float:
+    """How long between a reporter's full looks at its groups' markers
+    (`app.quota.store`): the longest lease and `FULL_LOOK_INTERVALS` intervals, so that a
+    steady reporter makes one at most every other report, not at each."""
+    return max(max_lease_s, interval_s) + FULL_LOOK_INTERVALS * interval_s
 
 
 def shares_moved(before: Levels, after: Levels) -> bool:

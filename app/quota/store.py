@@ -37,7 +37,7 @@ from app.quota.figures import (
     released,
     reported_figures,
 )
-from app.quota.leases import lease_s, lease_until
+from app.quota.leases import full_look_s, lease_s, lease_until
 from app.quota.levels import GroupSummary, Previous
 from app.quota.reporters import authorize_reporting, claim_reporter, limit_reporters
 from app.quota.repository import Claim, Claimed, Saved, UsageRepository, Written
@@ -48,6 +48,9 @@ from app.quota.schemas import (
 from app.quota.tokens import new_token, new_tokens
 from app.quota.tuning import (
     EARLY_REPORT,
+    FEW_GROUPS,
+    FEW_MARKERS,
+    LATE_COMMIT_S,
     STALE_REPORT_INTERVALS,
 )
 from app.quota.types import ALLOCATIONS, Figures, NamespaceKey, Rates
@@ -214,6 +217,7 @@ class _Handled:
     rows: dict[NamespaceKey, Row] = field(default_factory=dict)
     markers: dict[str, int] = field(default_factory=dict)
     """The reporter's groups whose markers moved since it planned them."""
+    full_check_at: float = 0.0
     moment: datetime = field(init=False)
     """``now`` as a datetime, for the statements."""
 
@@ -266,6 +270,7 @@ def submit(
     steady = _steady(handled)
     if steady and handled.known is not None:
         state = replace(handled.known)  # shares its rows, plans and answers, as they stay
+        state.checked_at, state.full_check_at = now, handled.full_check_at
         planned = _Planned(state, [], [], [])
     else:
         planned = _plan_report(handled, serving)
@@ -310,7 +315,7 @@ def _claim(
 
 def _recall(handled: _Handled, serving: Serving) -> None:
     """What the process knows of the reporter, and which of its groups moved since."""
-    cache, queries = serving.cache, handled.queries
+    cache, interval_s, queries = serving.cache, serving.interval_s, handled.queries
     names = list(handled.report.namespaces)
     # Namespaces that this process last answered the reporter about under the same admin
     # generation exist, in the groups answered.
@@ -319,7 +324,10 @@ def _recall(handled: _Handled, serving: Serving) -> None:
         handled.looked_up = _look_up(queries, names, cache, handled.generation)
     handled.known = known = cache.reporter(handled.reporter_id, handled.token)
     handled.rows = known.rows if known is not None else queries.rows(handled.reporter_id)
-    handled.markers = _moved_markers(queries, handled.reporter_id, known, cache, handled.now)
+    full_look = full_look_s(interval_s, serving.max_lease_s)
+    handled.markers, handled.full_check_at = _moved_markers(
+        queries, handled.reporter_id, known, cache, handled.now, interval_s, full_look
+    )
 
 
 def _steady(handled: _Handled) -> bool:
@@ -347,6 +355,8 @@ def _plan_report(handled: _Handled, serving: Serving) -> _Planned:
         rows=rows,
         plans=dict(known.plans) if known is not None else {},
         answers=dict(known.answers) if known is not None else {},
+        checked_at=handled.now,
+        full_check_at=handled.full_check_at,
     )
     entries, dropped = _entries(handled, state.plans, serving)
     # Until this report commits, no other report plans or marks any group it may plan or
@@ -523,20 +533,57 @@ def _moved_markers(
     known: ReporterState | None,
     cache: ReportCache,
     now: float,
-) -> dict[str, int]:
+    interval_s: float,
+    full_look: float,
+) -> tuple[dict[str, int], float]:
     """The reporter's groups whose markers moved since it planned them, with their markers
-    now.
+    now; and when the last full look was.
 
     Read before the peers (in `_plan`), so that a change committed in between makes the next
-    report plan again, never one too few. Of a reporter the process remembers, the markers
-    of the groups it planned, read by name as they are now: whenever their changes were made
-    and committed, one small read (a broker's thousands of groups cost it no more than a
-    look at the markers changed since its last report did, ``benchmarks.usage_ingest
-    --shape broker``). The process's reports share a read for `MARKER_LOOK_S`. Of a reporter
-    it does not remember, every row compared with its group's marker.
+    report plan again, never one too few. A reporter that plans `FEW_GROUPS` or fewer (a
+    Spark worker plans one) reads their markers as they are, whenever their changes were
+    made and committed: a full look at every report, at the cost of one small read (a
+    paced worker's look at the markers changed since its last report, seconds before, cost
+    its lane as much, and its full looks more). Of a reporter of more groups, a full look
+    has the database compare every row of the reporter with its group's marker; in
+    between, a look at the markers changed since the last one (none at all in a steady
+    state) will do, unless more of them changed than the reporter has rows. That one looks
+    `LATE_COMMIT_S` further back (an interval at most), for changes that committed later
+    than they were made; one that took longer still is found by the next full look,
+    ``full_look`` seconds on (`app.quota.leases.full_look_s`). The process's reports share
+    either look for `app.quota.tuning.MARKER_LOOK_S`: a report served by one is one that came
+    that much earlier, and what it missed, its next finds.
     """
-    if known is None:
-        return queries.stale(reporter_id)
+    if known is not None and len(known.plans) <= FEW_GROUPS:
+        return _markers_now(queries, known, cache, now), now
+    if known is not None and now - known.full_check_at < full_look:
+        moved = _markers_changed(queries, known, cache, now, interval_s)
+        if moved is not None:
+            return moved, known.full_check_at
+    # Rows store the marker they were last written under; a plan kept since (`_plan`)
+    # has a newer one, which is what tells whether the group moved since.
+    stale = queries.stale(reporter_id)
+    if known is not None and stale:
+        stale = _moved_since_planned(known.plans, stale.items())
+    return stale, now
+
+
+def _moved_since_planned(
+    plans: Mapping[str, Plan], markers: Iterable[tuple[str, int]]
+) -> dict[str, int]:
+    """The groups among ``markers`` (group, marker now) whose marker is not that of the
+    reporter's plan of them, or that it has no plan of."""
+    return {
+        name: marker
+        for name, marker in markers
+        if (plan := plans.get(name)) is None or plan.marker != marker
+    }
+
+
+def _markers_now(
+    queries: UsageRepository, known: ReporterState, cache: ReportCache, now: float
+) -> dict[str, int]:
+    """The reporter's planned groups whose markers moved, read as they are now."""
     groups = list(known.plans)
     if not groups:
         return {}
@@ -545,10 +592,32 @@ def _moved_markers(
         current = queries.markers(groups)
         if not queries.moved:  # else the transaction's own moves are not committed yet
             cache.remember_markers_read(now, groups, current)
+    return _moved_since_planned(known.plans, current.items())
+
+
+def _markers_changed(
+    queries: UsageRepository,
+    known: ReporterState,
+    cache: ReportCache,
+    now: float,
+    interval_s: float,
+) -> dict[str, int] | None:
+    """The reporter's planned groups whose markers moved, from the markers changed since
+    its last look; None if more changed than it has rows (then it compares them all)."""
+    since = datetime.fromtimestamp(known.checked_at - min(LATE_COMMIT_S, interval_s), UTC)
+    # Limited and in index order, so that the database reads only what changed even when
+    # its statistics are too old to tell it how little that is.
+    limit = max(len(known.rows), FEW_MARKERS)
+    changed, made = queries.changed_markers(since, limit + 1, now, cache.marker_look(now))
+    if made is not None:
+        cache.remember_marker_look(made)
+    if len(changed) > limit:
+        return None
+    plans = known.plans  # groups it has no plan of are not its business here
     return {
         name: marker
-        for name, marker in current.items()
-        if (plan := known.plans.get(name)) is None or plan.marker != marker
+        for name, marker in changed
+        if (plan := plans.get(name)) is not None and plan.marker != marker
     }
 
 

@@ -8,6 +8,8 @@ the benchmark that chose it. Limits on input (`app.quota.schemas`) and the wire'
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 # --- The allocator (`app.quota.allocator`): how a group's rate is split --------------------
 
 FLOOR = 0.01
@@ -52,13 +54,36 @@ STALE_REPORT_INTERVALS = 2
 """Report intervals: a report older than this when it arrives (by its ``sentAtMs``) is not
 stored; its worker has sent a newer one since. Reasoned."""
 
-# --- Which of a reporter's groups moved (`app.quota.store`) --------------------------------
+# --- Which of a reporter's groups moved (`app.quota.store`, `app.quota.repository`) --------
 
+FEW_GROUPS = 16
+"""A reporter of no more groups (a Spark worker plans one) reads their markers as they are,
+at every report: a paced worker's look at the markers changed since its last report, and
+its full looks, cost its lane more than the rest of its report (found on
+``benchmarks.usage_ingest --shape spark --spark-every 8``). The number itself is reasoned."""
+FEW_MARKERS = 100
+"""A reporter of more groups (a broker) reads the markers changed since its last report,
+in index order and limited to this (or its rows), so that old statistics never make the
+database scan every group's marker; past it, the full comparison. Reasoned."""
+LATE_COMMIT_S = 5.0
+"""How much further back than its last report such a look reaches (an interval at most),
+for changes that committed later than they were made: a broker's report takes about a
+second. Reasoned; what it misses, the next full look finds (`FULL_LOOK_INTERVALS`)."""
+FULL_LOOK_INTERVALS = 3
+"""With the longest lease: how often a reporter of many groups compares every row with its
+group's marker. Reasoned."""
 MARKER_LOOK_S = 0.1
-"""How long a read of some groups' markers serves the process's other reports: a report
-served by an earlier read is one that arrived that much earlier, and what it missed, its
-next report finds. Measured (counted): on ``benchmarks.usage_ingest --shape spark``, 78-93%
-of the workers' reads were served by one another report made."""
+"""How long a look at the markers (those changed, or those of some groups) serves the
+process's other reports: a report served by an earlier look is one that arrived that much
+earlier, and what it missed, its next report finds. Measured (counted): on
+``benchmarks.usage_ingest --shape spark``, 78-93% of the workers' reads were served by a
+look another report made; ``--shape broker --quick``, 37 of 127 looks."""
+SHARED_LOOK_BACK = timedelta(seconds=2)
+"""How much further back than asked a look at changed markers reaches, so that the
+process's next reports, whose last look was a moment earlier, find their answer in it."""
+SHARED_LOOK_EXTRA = 64
+"""How many more changed markers than asked a look reads, for the next reports of more
+groups."""
 
 # --- The process's memory (`app.quota.cache`) ------------------------------------------------
 
@@ -70,8 +95,7 @@ MAX_NAMESPACES = 1_000_000
 1.4 KB each: a broker reporting 5,000 namespaces holds 7 MB): past it, the least recently
 reporting are forgotten first, whatever a role does."""
 MAX_MARKERS_READ = 10_000
-"""Groups whose markers, as last read, a process keeps at once (`MARKER_LOOK_S`); past
-it, it forgets them all."""
+"""Groups whose markers, as last read, a process keeps at once (`MARKER_LOOK_S`)."""
 
 # --- Admission: lanes and pacing (`app.quota.lanes`, `app.quota.pacing`) ---------------------
 

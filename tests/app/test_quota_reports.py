@@ -14,9 +14,9 @@ from sqlalchemy.exc import OperationalError
 
 from app.config import Settings
 from app.models import QuotaGroup, QuotaReporter, QuotaUsage
-from app.quota import reporters
+from app.quota import reporters, store
 from app.quota.schemas import MAX_CLOCK_AHEAD_S
-from app.quota.tuning import EARLY_REPORT
+from app.quota.tuning import EARLY_REPORT, FEW_MARKERS
 from tests.check import assert_store_consistent
 from tests.conftest import SUPERUSER
 from tests.factories import FakeClock, create_group, create_namespace, create_tenant, reason
@@ -287,17 +287,26 @@ class TestWhatServersRemember:
         assert rates["b"] == pytest.approx(800 * (1 + 100 / 900), rel=0.02)
         assert_store_consistent(database_url, now=clock.now)
 
+    @pytest.mark.parametrize("reads_its_groups", [True, False], ids=["read", "looked-for"])
     def test_a_change_among_many_others_is_found(
-        self, servers: list[FastAPI], auth: Auth, clock: FakeClock, engine: Engine
+        self,
+        servers: list[FastAPI],
+        auth: Auth,
+        clock: FakeClock,
+        engine: Engine,
+        monkeypatch: pytest.MonkeyPatch,
+        reads_its_groups: bool,
     ) -> None:
-        # A reporter reads its own groups' markers: others changing by the hundred do not
-        # hide the one change that concerns it.
+        # A reporter of many groups looks for those changed; when more groups changed than
+        # it reads one by one, it compares all its rows. One of a few reads their markers.
+        if not reads_its_groups:
+            monkeypatch.setattr(store, "FEW_GROUPS", 0)
         job = auth("job")
         assert both_want_800(servers, job, clock, rounds=4)["a"] == pytest.approx(
             QUOTA / 2, rel=0.05
         )
         clock.now += INTERVAL_S
-        report(servers[0], job, "a", body(clock, 800))
+        report(servers[0], job, "a", body(clock, 800))  # its periodic full look
         report(servers[1], job, "b", body(clock, 100))  # changes rg's marker
         busy = datetime.fromtimestamp(clock.now - INTERVAL_S / 2, UTC)  # just before
         with engine.begin() as connection:
@@ -305,7 +314,7 @@ class TestWhatServersRemember:
                 insert(QuotaGroup),
                 [
                     {"name": f"busy-{index}", "marker": index, "changed_at": busy}
-                    for index in range(200)
+                    for index in range(FEW_MARKERS + 1)
                 ],
             )
         clock.now += INTERVAL_S
