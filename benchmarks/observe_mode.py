@@ -178,10 +178,11 @@ def side_by_side(
 
 
 def batches(directory: Path) -> list[tuple[float, int]]:
-    """Every logged batch, ``(epoch seconds, rows)``, in time order."""
+    """Every logged batch, ``(epoch seconds, rows)``, in time order: read while the job
+    writes, a file may end in a line not yet written whole, which is left for the next read."""
     found = []
     for path in directory.glob("*.log"):
-        for line in path.read_text().splitlines():
+        for line in path.read_text().split("\n")[:-1]:
             moment, rows = line.split()
             found.append((float(moment), int(rows)))
     return sorted(found)
