@@ -7,8 +7,9 @@ workers, one wait for the group's lock, one commit. A report refused for its own
 4xx) is stored again alone; reports of several namespaces (a broker's) take no lane. A report
 that waited ``max_wait_s`` is answered 503 without a transaction, saying for how long its
 worker is kept counted alive (`KEPT_HEADER`), which `Keeps` ensures from its arrival; the
-lane paces its workers (`app.quota.pacing`) so that this happens only for a moment. Why: the
-"Crowds: lanes and pacing" section of docs/design.md.
+lane paces its workers (`app.quota.pacing`) so that this happens only for a moment. A
+worker's first report, whose worker is not counted and runs nothing before its answer, may
+wait longer (`JOIN_WAIT_S`). Why: the "Crowds: lanes and pacing" section of docs/design.md.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from app import transactions
 from app.errors import AppError, ServiceUnavailable
 from app.quota.pacing import Pace, spread
 from app.quota.store import Claim, Claimed, claim_all
-from app.quota.tuning import MAX_BATCH, SATURATED
+from app.quota.tuning import JOIN_WAIT_S, MAX_BATCH, SATURATED
 from rgspark.wire import KEPT_HEADER
 
 
@@ -192,12 +193,20 @@ class ReportLanes:
     async def _looked_at(self, waiting: list[_Report]) -> None:
         """Wait for the keeps of the reports about to be shed, so that each one's 503 says
         whether its worker was kept: only theirs, not those of reports arriving meanwhile."""
-        oldest = asyncio.get_running_loop().time() - self.max_wait_s
-        for report in waiting:
-            if report.queued_at > oldest:
-                return
+        now = asyncio.get_running_loop().time()
+        for report in [r for r in waiting if self._expired(r, now)]:
             if report.looked is not None:
                 await report.looked.wait()
+
+    def _patience(self, report: _Report) -> float:
+        """How long ``report`` may wait: longer (`JOIN_WAIT_S`) for a worker's first, unless
+        its worker turned out to be counted already (answered by another process), whose
+        keep lasts ``max_wait_s``."""
+        joins = report.joins and not report.kept
+        return max(JOIN_WAIT_S, self.max_wait_s) if joins else self.max_wait_s
+
+    def _expired(self, report: _Report, now: float) -> bool:
+        return report.queued_at <= now - self._patience(report)
 
     async def _keep_all(self, namespace: str) -> None:
         assert self.keep is not None
@@ -221,25 +230,24 @@ class ReportLanes:
             del self._keeping[namespace]
 
     def _shed(self, waiting: list[_Report]) -> None:
-        """Answer the reports that waited too long (the oldest, first in line) with a 503,
-        which says for how long its worker is kept alive where it is."""
-        oldest = asyncio.get_running_loop().time() - self.max_wait_s
-        shed = 0
-        while shed < len(waiting) and waiting[shed].queued_at <= oldest:
-            shed += 1
-        if shed:
+        """Answer the reports that waited too long with a 503, which says for how long its
+        worker is kept alive where it is."""
+        now = asyncio.get_running_loop().time()
+        expired = [report for report in waiting if self._expired(report, now)]
+        headers = {
+            True: {KEPT_HEADER: str(round(self.max_wait_s * 1000))},
+            False: {KEPT_HEADER: "0"},  # not counted: its share is others' already
+            None: None,
+        }
+        for report in expired:
             reason = (
-                f"Report not stored: it waited over {self.max_wait_s:g} s in line, with "
-                f"{len(waiting)} reports of its namespace; report again after backing off"
+                f"Report not stored: it waited over {self._patience(report):g} s in line, "
+                f"with {len(waiting)} reports of its namespace; report again after backing off"
             )
-            headers = {
-                True: {KEPT_HEADER: str(round(self.max_wait_s * 1000))},
-                False: {KEPT_HEADER: "0"},  # not counted: its share is others' already
-                None: None,
-            }
-            for report in waiting[:shed]:
-                _fail([report], ServiceUnavailable(reason, headers=headers[report.kept]))
-            del waiting[:shed]
+            _fail([report], ServiceUnavailable(reason, headers=headers[report.kept]))
+        if expired:
+            shed = {id(report) for report in expired}
+            waiting[:] = [report for report in waiting if id(report) not in shed]
 
     async def _store(self, batch: list[_Report], pace_s: float) -> list[float]:
         """Store the batch; returns the seconds each report's work took (0 where it failed)."""

@@ -107,6 +107,10 @@ MAX_BATCH = 32
 reports of the group from other processes wait for, while it stores them all. Lanes were
 measured (steady reports alone took 2.6 s at p50 at 300 reports/s, against 56 ms in batches,
 ``benchmarks.usage_ingest --shape spark``); the number itself is reasoned."""
+JOIN_WAIT_S = 8.0
+"""How long a worker's first report may wait in its lane: its worker runs nothing before
+its first answer and is not counted, so it loses nothing by waiting, while a 503 sends it
+back to the end of the line later. Under rgspark's 10 s request timeout."""
 SATURATED = 0.25
 """Of the longest a report may wait in its lane: a lane whose reports wait this long is
 saturated (half a second with the default interval), and paces its workers."""

@@ -11,12 +11,14 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from app.errors import Forbidden, ServiceUnavailable
 from app.models import QuotaReporter, RequestQuota
+from app.quota import lanes as lanes_module
 from app.quota import reporters
 from app.quota.lanes import ReportLanes, Work
 from app.quota.tuning import MAX_BATCH
@@ -193,12 +195,15 @@ def test_reports_that_waited_too_long_are_answered_503_unstored(
     assert stored(engine) == ["c", "first"]
 
 
+@pytest.mark.parametrize("moved", [False, True], ids=["same-process", "moved-process"])
 def test_a_report_that_waits_keeps_its_worker_alive_and_its_503_says_how_long(
-    app: FastAPI, engine: Engine
+    app: FastAPI, engine: Engine, moved: bool
 ) -> None:
     """A worker whose report waits in line is counted alive while it does, past the end of
     its lease, and its shed report tells it so: shed, it holds its last allocation as long
-    as the server counts it, not its fallback while the server hands its share out."""
+    as the server counts it, not its fallback while the server hands its share out. So too
+    a worker this process never answered (``moved``: another one did), whose report it
+    takes for a first one until the keep finds it counted."""
     interval_s, max_wait_s = 1.0, 0.3
     lanes, reports = (
         ReportLanes(
@@ -219,7 +224,12 @@ def test_a_report_that_waits_keeps_its_worker_alive_and_its_503_says_how_long(
             lanes.submit("t/ns", "first", reports.store("first", first=True))
         )
         await asyncio.to_thread(reports.first_started.wait, 10)
-        queued = [asyncio.ensure_future(lanes.submit("t/ns", r, reports.store(r))) for r in WAIT]
+        queued = [
+            asyncio.ensure_future(
+                lanes.submit("t/ns", r, reports.store(r), joins=moved and r == "worker")
+            )
+            for r in WAIT
+        ]
         await asyncio.sleep(max_wait_s + 0.2)  # they wait past their patience, and the lease
         reports.release_first.set()
         return await asyncio.gather(first, *queued, return_exceptions=True)
@@ -239,6 +249,36 @@ def test_a_report_that_waits_keeps_its_worker_alive_and_its_503_says_how_long(
 
 
 WAIT = ("worker", "ghost")
+
+
+def test_a_workers_first_report_waits_in_line_longer_before_it_is_shed(
+    app: FastAPI, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker not yet counted runs nothing before its first answer: its report waits up
+    to `JOIN_WAIT_S` (here 0.6 s), where a later report is shed at ``max_wait_s``."""
+    monkeypatch.setattr(lanes_module, "JOIN_WAIT_S", 0.6)
+    lanes = ReportLanes(state_of(app).sessions, max_wait_s=0.2, interval_s=1.0, silent_s=10.0)
+
+    async def held_for(seconds: float, *queued: tuple[str, bool]) -> list[bytes | BaseException]:
+        reports = Reports()
+        first = asyncio.ensure_future(
+            lanes.submit("t/ns", "first", reports.store(f"first{seconds}", first=True))
+        )
+        await asyncio.to_thread(reports.first_started.wait, 10)
+        waiting = [
+            asyncio.ensure_future(lanes.submit("t/ns", r, reports.store(r), joins=joins))
+            for r, joins in queued
+        ]
+        await asyncio.sleep(seconds)
+        reports.release_first.set()
+        return await asyncio.gather(first, *waiting, return_exceptions=True)
+
+    _, steady, joiner = asyncio.run(held_for(0.3, ("steady", False), ("joiner", True)))
+    assert isinstance(steady, ServiceUnavailable) and "over 0.2 s" in steady.reason
+    assert joiner == b"joiner"
+    _, late = asyncio.run(held_for(0.8, ("late", True)))
+    assert isinstance(late, ServiceUnavailable) and "over 0.6 s" in late.reason
+    assert stored(engine) == ["first0.3", "first0.8", "joiner"]
 
 
 def test_a_namespace_whose_workers_are_gone_has_no_pace_left(app: FastAPI) -> None:
