@@ -23,7 +23,6 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import NamedTuple
 
 from app.quota.effective import Effective
@@ -116,28 +115,6 @@ class LastAnswer(NamedTuple):
     stored (nothing is then in range)."""
 
 
-@dataclass(frozen=True, slots=True)
-class MarkerLook:
-    """A look at the groups whose markers changed after ``since``, made at ``at``."""
-
-    at: float
-    since: datetime
-    found: list[tuple[str, int, datetime]]
-    """(group, marker, changed at), oldest change first."""
-    complete: bool
-    """Whether that was every one of them, or only as many as the look asked for."""
-
-    def after(self, since: datetime, limit: int) -> list[tuple[str, int]] | None:
-        """(group, marker) of up to ``limit`` groups changed after ``since``, oldest first,
-        as a look of its own would find them; None if this look cannot tell."""
-        if since < self.since:
-            return None
-        found = [(name, marker) for name, marker, at in self.found if at > since]
-        if not self.complete and len(found) < limit:
-            return None
-        return found[:limit]
-
-
 class ReportCache:
     """A process's memory of namespaces' effective groups and of recent reporters.
 
@@ -153,24 +130,12 @@ class ReportCache:
         self._effective: dict[NamespaceKey, Effective] = {}
         self._authorized: set[tuple[str, NamespaceKey]] = set()  # (role, namespace)
         self._reporters: OrderedDict[str, ReporterState] = OrderedDict()
-        self._marker_look: MarkerLook | None = None
         self._markers_read: dict[str, tuple[int | None, float]] = {}
         """Per group, its marker (None: it has no row) and when it was read."""
         self.max_reporters = max_reporters
         self.max_namespaces = max_namespaces
         self.namespaces = 0
         """Namespaces of the reporters remembered, summed."""
-
-    def marker_look(self, now: float) -> MarkerLook | None:
-        """The process's last look at changed markers, while it is recent enough to share."""
-        look = self._marker_look
-        if look is None or not 0 <= now - look.at <= MARKER_LOOK_S:
-            return None
-        return look
-
-    def remember_marker_look(self, look: MarkerLook) -> None:
-        """Share a look at the changed markers."""
-        self._marker_look = look
 
     def markers_read(self, now: float, groups: Iterable[str]) -> dict[str, int] | None:
         """The groups' markers, as a report of the process read them lately enough to share
@@ -196,9 +161,8 @@ class ReportCache:
             read[group] = (found.get(group), now)
 
     def forget_markers(self) -> None:
-        """Forget the shared looks at markers: markers this process moved make them out of
+        """Forget the shared reads of markers: markers this process moved make them out of
         date."""
-        self._marker_look = None
         self._markers_read = {}
 
     def effective(

@@ -551,13 +551,13 @@ def _moved_markers(
     `LATE_COMMIT_S` further back (an interval at most), for changes that committed later
     than they were made; one that took longer still is found by the next full look,
     ``full_look`` seconds on (`app.quota.leases.full_look_s`). The process's reports share
-    either look for `app.quota.tuning.MARKER_LOOK_S`: a report served by one is one that came
-    that much earlier, and what it missed, its next finds.
+    the markers read by name for `app.quota.tuning.MARKER_LOOK_S`: a report served by a read
+    is one that came that much earlier, and what it missed, its next finds.
     """
     if known is not None and len(known.plans) <= FEW_GROUPS:
         return _markers_now(queries, known, cache, now), now
     if known is not None and now - known.full_check_at < full_look:
-        moved = _markers_changed(queries, known, cache, now, interval_s)
+        moved = _markers_changed(queries, known, interval_s)
         if moved is not None:
             return moved, known.full_check_at
     # Rows store the marker they were last written under; a plan kept since (`_plan`)
@@ -596,11 +596,7 @@ def _markers_now(
 
 
 def _markers_changed(
-    queries: UsageRepository,
-    known: ReporterState,
-    cache: ReportCache,
-    now: float,
-    interval_s: float,
+    queries: UsageRepository, known: ReporterState, interval_s: float
 ) -> dict[str, int] | None:
     """The reporter's planned groups whose markers moved, from the markers changed since
     its last look; None if more changed than it has rows (then it compares them all)."""
@@ -608,9 +604,7 @@ def _markers_changed(
     # Limited and in index order, so that the database reads only what changed even when
     # its statistics are too old to tell it how little that is.
     limit = max(len(known.rows), FEW_MARKERS)
-    changed, made = queries.changed_markers(since, limit + 1, now, cache.marker_look(now))
-    if made is not None:
-        cache.remember_marker_look(made)
+    changed = queries.changed_markers(since, limit + 1)
     if len(changed) > limit:
         return None
     plans = known.plans  # groups it has no plan of are not its business here

@@ -8,8 +8,6 @@ the benchmark that chose it. Limits on input (`app.quota.schemas`) and the wire'
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 # --- The allocator (`app.quota.allocator`): how a group's rate is split --------------------
 
 FLOOR = 0.01
@@ -62,8 +60,10 @@ at every report: a paced worker's look at the markers changed since its last rep
 its full looks, cost its lane more than the rest of its report (found on
 ``benchmarks.usage_ingest --shape spark --spark-every 8``). A broker's thousands, read so,
 would cost each of its reports more than all the rest: ``benchmarks.marker_reads`` read
-5,000 groups' markers by name in 13.7 ms, 16 in 0.42 ms, against 0.78 ms for a look at
-those changed (2026-11-29). The number itself is reasoned."""
+5,000 groups' markers by name in 10.1-13.7 ms, 16 in 0.23-0.42 ms, against 0.21-0.78 ms
+for a look at those changed; comparing the 5,000 planned markers in the database, which
+answers only those that differ, took 11.8 ms (2026-11-29). The number itself is
+reasoned."""
 FEW_MARKERS = 100
 """A reporter of more groups (a broker) reads the markers changed since its last report,
 in index order and limited to this (or its rows), so that old statistics never make the
@@ -76,17 +76,13 @@ FULL_LOOK_INTERVALS = 3
 """With the longest lease: how often a reporter of many groups compares every row with its
 group's marker. Reasoned."""
 MARKER_LOOK_S = 0.1
-"""How long a look at the markers (those changed, or those of some groups) serves the
-process's other reports: a report served by an earlier look is one that arrived that much
-earlier, and what it missed, its next report finds. Measured (counted): on
-``benchmarks.usage_ingest --shape spark``, 78-93% of the workers' reads were served by a
-look another report made; ``--shape broker --quick``, 37 of 127 looks."""
-SHARED_LOOK_BACK = timedelta(seconds=2)
-"""How much further back than asked a look at changed markers reaches, so that the
-process's next reports, whose last look was a moment earlier, find their answer in it."""
-SHARED_LOOK_EXTRA = 64
-"""How many more changed markers than asked a look reads, for the next reports of more
-groups."""
+"""How long a read of some groups' markers by name serves the process's other reports: a
+report served by an earlier read is one that arrived that much earlier, and what it missed,
+its next report finds. Measured (counted): on ``benchmarks.usage_ingest --shape spark``,
+78-93% of the workers' reads were served by one another report made. The looks at changed
+markers of reporters of more groups are not shared: sharing them served 37 of
+``--shape broker --quick``'s 127 looks, and its steady intervals took 0.39-0.44 s with it
+against 0.29-0.34 s without (three runs each, alternated, 2026-11-29)."""
 
 # --- The process's memory (`app.quota.cache`) ------------------------------------------------
 

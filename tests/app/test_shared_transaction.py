@@ -1,6 +1,6 @@
-"""Reports stored in one transaction share its round trips (`UsageRepository.of`): one look
-at the changed markers while nothing in the transaction moves one, and one lock per group
-(both databases)."""
+"""Reports stored in one transaction share its round trips (`UsageRepository.of`): the
+process's reads of markers while nothing in the transaction moves one, and one lock per
+group (both databases)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session
 
 from app.models import QuotaGroup, QuotaReporter
-from app.quota.cache import ReportCache
 from app.quota.repository import Claim, UsageRepository
-from app.quota.tuning import MARKER_LOOK_S, SHARED_LOOK_BACK, SHARED_LOOK_EXTRA
 from app.state import state_of
 from tests.app.conftest import FakeClock
 from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
@@ -27,9 +25,6 @@ from tests.app.test_quota_reports import (  # noqa: F401 (world is a fixture)
     report,
     world,
 )
-
-LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
-NOW = 1_000_000.0
 
 
 @contextmanager
@@ -56,65 +51,10 @@ def transaction(app: FastAPI) -> Session:
 
 @pytest.mark.usefixtures("world")
 class TestOneTransactionsReports:
-    def test_a_shared_look_gives_what_a_look_of_its_own_would(
-        self, app: FastAPI, engine: Engine
-    ) -> None:
-        now = datetime.now(UTC)
-        with transaction(app) as session:
-            UsageRepository.of(session).move_markers([f"g{i}" for i in range(5)], now)
-            session.commit()
-        for since, limit in [(LONG_AGO, 3), (now - timedelta(seconds=1), 10), (now, 10)]:
-            with transaction(app) as session:
-                earlier = since - timedelta(seconds=1)
-                _, look = UsageRepository.of(session).changed_markers(earlier, 10, NOW)
-            with transaction(app) as session, statements(engine, "quota_groups") as seen:
-                shared, made = UsageRepository.of(session).changed_markers(since, limit, NOW, look)
-                assert (made, seen) == (None, [])  # the look served
-                alone, _ = UsageRepository(session.connection()).changed_markers(since, limit, NOW)
-                assert shared == alone
-
-    def test_the_processs_reports_share_a_recent_look_until_they_move_a_marker(
-        self, app: FastAPI, engine: Engine
-    ) -> None:
-        with transaction(app) as session:
-            UsageRepository.of(session).move_markers(["g1"], datetime.now(UTC))
-            session.commit()
-        with transaction(app) as session:
-            found, look = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW)
-        cache = ReportCache()
-        cache.remember_marker_look(look)
-        with transaction(app) as session, statements(engine, "quota_groups") as seen:
-            shared = cache.marker_look(NOW + MARKER_LOOK_S)
-            again, made = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW, shared)
-            assert (again, made, seen) == (found, None, [])
-            # Too old to share; and not once the transaction moved a marker.
-            assert cache.marker_look(NOW + 2 * MARKER_LOOK_S) is None
-            UsageRepository.of(session).move_markers(["g1"], datetime.now(UTC))
-            moved, made = UsageRepository.of(session).changed_markers(LONG_AGO, 10, NOW, shared)
-            assert made is not None
-            assert moved != found
-            session.rollback()
-
-    def test_a_look_swamped_by_changes_before_since_still_finds_those_after(
-        self, app: FastAPI, engine: Engine
-    ) -> None:
-        # More markers moved in the look back than a look reaches on (a broker's report
-        # moves thousands): the one after ``since`` is still found.
-        since = datetime.now(UTC)
-        swamping = [f"g{i:03d}" for i in range(SHARED_LOOK_EXTRA + 10)]
-        with transaction(app) as session:
-            UsageRepository.of(session).move_markers(swamping, since - SHARED_LOOK_BACK / 2)
-            UsageRepository.of(session).move_markers(["late"], since + timedelta(seconds=1))
-            session.commit()
-        with transaction(app) as session:
-            found, made = UsageRepository.of(session).changed_markers(since, 1, NOW)
-        assert [name for name, _ in found] == ["late"]
-        assert made is not None and not made.complete
-
     def test_only_what_may_move_a_marker_counts_as_moving_one(
         self, app: FastAPI, engine: Engine
     ) -> None:
-        # A steady report writes nothing of its groups: the process's shared looks at the
+        # A steady report writes nothing of its groups: the process's shared reads of the
         # markers still serve the transaction's later reports.
         now = datetime.now(UTC)
         with transaction(app) as session:

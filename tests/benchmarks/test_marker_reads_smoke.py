@@ -30,4 +30,6 @@ def test_marker_reads_runs_and_reports() -> None:
     assert (report["benchmark"], report["groups"]) == ("marker_reads", 200)
     assert set(report["by_name_ms"]) == {"1", "50"}
     assert all(ms > 0 for ms in report["by_name_ms"].values())
+    assert set(report["compare_in_db_ms"]) == {"1", "50"}
+    assert all(ms > 0 for ms in report["compare_in_db_ms"].values())
     assert report["changed_since_ms"] > 0

@@ -5,18 +5,16 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, TextClause, Update, bindparam, select, text, update
 
 from app.models import DIMENSION_COLUMNS, QuotaGroup
-from app.quota.cache import MarkerLook
 from app.quota.planner import take
 from app.quota.repository.base import GroupRow, Queries
 from app.quota.repository.sql import _Array, among, insert
 from app.quota.tokens import new_token, new_tokens
-from app.quota.tuning import SHARED_LOOK_BACK, SHARED_LOOK_EXTRA
 
 _IN_FORCE = [getattr(QuotaGroup, f"{dim}_in_force") for dim in DIMENSION_COLUMNS]
 #: The parameters of the sums in force that a group's row is given.
@@ -33,49 +31,20 @@ class GroupQueries(Queries):
 
     @staticmethod
     @functools.cache
-    def _changed_markers_sql() -> Select[str, int, datetime]:
-        """(name, marker, changed_at) of every group whose marker changed after ``since``."""
+    def _changed_markers_sql() -> Select[str, int]:
+        """(name, marker) of the groups whose marker changed after ``since``."""
         return (
-            select(QuotaGroup.name, QuotaGroup.marker, QuotaGroup.changed_at)
+            select(QuotaGroup.name, QuotaGroup.marker)
             .where(QuotaGroup.changed_at > bindparam("since"))
             .order_by(QuotaGroup.changed_at)
             .limit(bindparam("limit"))
         )
 
-    def changed_markers(
-        self, since: datetime, limit: int, now: float, shared: MarkerLook | None = None
-    ) -> tuple[list[tuple[str, int]], MarkerLook | None]:
+    def changed_markers(self, since: datetime, limit: int) -> list[tuple[str, int]]:
         """(group, marker) of up to ``limit`` groups whose marker changed after ``since``,
-        oldest change first; and the look made (at ``now``) to find them, if one was.
-
-        ``shared``, the process's last look, serves if it can tell (`MarkerLook.after`) and
-        nothing in the transaction moved a marker. A look made here reaches
-        `SHARED_LOOK_BACK` further back and `SHARED_LOOK_EXTRA` further on than asked, so
-        that reports that looked a moment earlier or have more groups find their answer in it.
-        Only the process's looks are shared: a report of more groups than
-        `app.quota.tuning.FEW_GROUPS` names several namespaces, so it takes no lane and has a
-        transaction of its own, in which a look of its own would never serve twice
-        (``benchmarks.usage_ingest --shape broker --quick``: 0 of 127 looks).
-        """
-        found = None if shared is None or self.moved else shared.after(since, limit)
-        if found is not None:
-            return found, None
-        look_since, most = since - SHARED_LOOK_BACK, limit + SHARED_LOOK_EXTRA
-        statement = self._changed_markers_sql()
-        rows = self._run(statement, {"since": look_since, "limit": most}).all()
-        made = MarkerLook(
-            at=now,
-            since=look_since,
-            found=[(name, marker, _aware(at)) for name, marker, at in rows],
-            complete=len(rows) < most,
-        )
-        found = made.after(since, limit)
-        if found is None:
-            # So many changed in the look back that the look did not reach ``limit`` of
-            # those after ``since`` (a broker's report moves thousands): looked at as asked.
-            rows = self._run(statement, {"since": since, "limit": limit}).all()
-            found = [(name, marker) for name, marker, _ in rows]
-        return found, made
+        oldest change first."""
+        rows = self._run(self._changed_markers_sql(), {"since": since, "limit": limit})
+        return [(name, marker) for name, marker in rows]
 
     @staticmethod
     @functools.cache
@@ -359,8 +328,3 @@ class GroupQueries(Queries):
             self._run(statement, {"groups": json.dumps(names), "now": now})
         if self.shared is not None:
             self.shared.locked.update(names)
-
-
-def _aware(moment: datetime) -> datetime:
-    """SQLite gives its timestamps back without their zone, which is UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
