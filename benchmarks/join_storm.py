@@ -38,7 +38,8 @@ past it but within the grace (the last allocation kept), on its fallback; and, w
 ``--diagnose``, by whether the server counts it alive then (its ``lease_until``, read from
 the database every `DIAGNOSE_S`), beside the server's own sum in force. ``first_answer_s``
 is each worker's time from its start to its first answer; ``status`` counts the answers by
-status (``503`` the reports shed). ``store_check`` is ``rgadmin check`` at the end.
+status (``503`` the reports shed), ``first_report_status`` those to first reports alone.
+``store_check`` is ``rgadmin check`` at the end.
 """
 
 from __future__ import annotations
@@ -207,6 +208,8 @@ class _Worker:
 class _Tally:
     status: Counter[str] = field(default_factory=Counter)
     watch_status: Counter[str] = field(default_factory=Counter)
+    first_status: Counter[str] = field(default_factory=Counter)
+    """Of the answers to the workers' first reports."""
 
 
 class _Storm:
@@ -315,11 +318,13 @@ class _Storm:
             now = time.time()
             try:
                 answer = await self._post(worker, reporter.request(now), http)
-            except AdminServerError:
+            except AdminServerError as exc:
+                self.tally.first_status[str(exc.status_code or "unreachable")] += 1
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
                 continue
             reporter.take_answer(answer, now)
+            self.tally.first_status["200"] += 1
             worker.first_answer_s = time.time() - worker.start_at
             return
 
@@ -476,6 +481,7 @@ def _summary(storm: _Storm) -> dict[str, Any]:
         "first_over_105": over[0] if over else None,
         "shed_503": storm.tally.status.get("503", 0),
         "status": dict(storm.tally.status),
+        "first_report_status": dict(storm.tally.first_status),
         "watch_status": dict(storm.tally.watch_status),
         "first_answer_s": {
             "answered": len(firsts),

@@ -39,6 +39,7 @@ def test_a_small_join_storm_holds_the_quota_and_reports() -> None:
     assert 0 < first["p99"] <= first["max"]
     assert report["status"].get("200", 0) > 0
     assert isinstance(report["shed_503"], int)
+    assert report["first_report_status"]["200"] == report["workers"]
     # DESIGN.md's bound, in every quarter second from the first join.
     assert report["max_enforced_ratio"] <= 1.05, report["peak"]
     assert report["samples_over_105_pct"] == 0
