@@ -297,8 +297,14 @@ class PushbackCap:
         self.control = AimdRate(clock=clock)
 
     def rate(self, allocation: float | None) -> float | None:
-        """The cap in force (rows per second), None when the allocation holds."""
+        """The cap in force (rows per second), None when the allocation holds (with
+        ``allocation`` None: the cap kept, holding or not)."""
         return self.control.rate(allocation)
+
+    def usable(self, seconds: float) -> float | None:
+        """The most the destination is known to take over the next `seconds`
+        (`AimdRate.usable`)."""
+        return self.control.usable(seconds)
 
     def pushed_back(self, allocation: float | None) -> None:
         self.control.pushed_back(allocation)
@@ -399,5 +405,5 @@ def cap_for(url: str, kind: str, quota: NamespaceQuota) -> PushbackCap:
     if cap is None:
         with _caps_lock:
             cap = _caps.setdefault(key, PushbackCap())
-    quota.bound_demand(kind, cap.control.usable)
+    quota.bound_demand(kind, cap.usable)
     return cap

@@ -186,7 +186,7 @@ def _sink_limits(
     rates in force (bytes only when rows are sized; rows half as many while a pushback cap
     is kept, holding or not), `DEFAULT_SINK_ROWS` when unlimited."""
     rows = _slice_rows(quota, kind, 0.0) or DEFAULT_SINK_ROWS
-    capped = None if cap is None else cap.control.rate()
+    capped = None if cap is None else cap.rate(None)
     if capped is not None:
         # Half as much: a destination that counts over a window sees the rate of chunks of
         # c rows as up to c more than it is, which pushes back earlier.
