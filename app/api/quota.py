@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 from datetime import UTC, datetime
-from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -130,27 +129,19 @@ async def report_usage(
             f"sentAtMs is {ahead_s:.0f} s after the server's clock, more than "
             f"{MAX_CLOCK_AHEAD_S:g} s: set the reporter's clock right (NTP)"
         )
-    interval_s = state.settings.report_interval_seconds
     expire = _expiry_due(state, now)
-
-    # What the report claims first (claimed with the other reports stored in its
-    # transaction), then the report itself.
     serving = store.Serving(
-        interval_s=interval_s,
+        interval_s=state.settings.report_interval_seconds,
         max_lease_s=state.settings.report_lease_seconds,
         cache=state.report_cache,
         stats=state.metrics.groups,
         counter=state.usage_counter,
         max_reporters=state.settings.max_reporters_per_namespace,
     )
-    claims = partial(
-        store.claim, serving, principal=principal, reporter_id=reporterId, report=body, now=now
-    )
-    work = partial(store.submit, serving=serving, **claims.keywords)
     # Already JSON (`store.submit` keeps the parts of steady answers serialized).
-    lane = next(iter(body.namespaces)) if len(body.namespaces) == 1 else None
-    joins = state.report_cache.lease(reporterId) is None  # not answered by this process lately
-    answer = await state.report_lanes.submit(lane, reporterId, work, joins=joins, claims=claims)
+    answer = await state.report_lanes.report(
+        serving, principal=principal, reporter_id=reporterId, report=body, now=now
+    )
     # Silent reporters are looked for once the answer has gone: its worker does not wait
     # for them.
     background = BackgroundTask(_expire, state, now) if expire else None

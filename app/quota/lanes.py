@@ -17,14 +17,18 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app import transactions
+from app.access import Principal
 from app.errors import AppError, ServiceUnavailable
+from app.quota import store
 from app.quota.pacing import Pace, spread
-from app.quota.store import Claim, Claimed, claim_all
+from app.quota.schemas import UsageReport
+from app.quota.store import Claim, Claimed, Serving, claim_all
 from app.quota.tuning import JOIN_WAIT_S, MAX_BATCH, SATURATED
 from rgspark.wire import KEPT_HEADER
 
@@ -95,6 +99,32 @@ class ReportLanes:
         self._draining: set[asyncio.Task[None]] = set()
         self._paces: dict[str, Pace] = {}
         self._keeping: dict[str, list[_Report]] = {}
+
+    async def report(
+        self,
+        serving: Serving,
+        *,
+        principal: Principal,
+        reporter_id: str,
+        report: UsageReport,
+        now: float,
+    ) -> bytes:
+        """Store a usage report (`app.quota.store.submit`) in its namespace's lane, or
+        alone when it names several, and answer it (JSON): what it claims of its reporter
+        claimed with its batch's."""
+        claims = partial(
+            store.claim,
+            serving,
+            principal=principal,
+            reporter_id=reporter_id,
+            report=report,
+            now=now,
+        )
+        work = partial(store.submit, serving=serving, **claims.keywords)
+        lane = next(iter(report.namespaces)) if len(report.namespaces) == 1 else None
+        # Not answered by this process lately: its first report, as far as it knows.
+        joins = serving.cache.lease(reporter_id) is None
+        return await self.submit(lane, reporter_id, work, joins=joins, claims=claims)
 
     async def submit(
         self,
