@@ -2,32 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.benchmarks.run import run_benchmark
 
 # Its servers run on a PostgreSQL database of their own, as in production.
 pytestmark = pytest.mark.postgresql
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_api_throughput_runs_and_reports() -> None:
-    completed = subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.api_throughput"),
-            *("--seconds", "0.5", "--rounds", "1", "--concurrency", "4", "--warmup", "0"),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
+    report = run_benchmark(
+        "api_throughput",
+        *("--seconds", "0.5", "--rounds", "1", "--concurrency", "4", "--warmup", "0"),
         timeout=60,
     )
-    assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
 
     assert report["ratio"] > 0
     expected = {"bar", "meets_bar", "ratio_per_round", "cpu_efficiency_ratio", "config"}

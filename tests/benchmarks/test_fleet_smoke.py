@@ -5,37 +5,23 @@ it is asserted as such; the other figures' bounds are generous, not the bars."""
 from __future__ import annotations
 
 import csv
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.benchmarks.run import REPO_ROOT, run_benchmark
+
 # Its servers run on a PostgreSQL database of their own, as in production.
 pytestmark = pytest.mark.postgresql
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = REPO_ROOT / "benchmarks" / "scenarios" / "quota-change.json"
 TRACE_COLUMNS = ["t_s", "reporter", "quota", "demand_rate", "allocated_rate", "consumed"]
 
 
 def run_fleet(scenario: Path, *options: str) -> dict[str, Any]:
     """The fleet benchmark's report of a scenario, run over two server processes."""
-    completed = subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.fleet", str(scenario)),
-            *("--server-processes", "2", *options),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert completed.returncode == 0, completed.stderr
-    report: dict[str, Any] = json.loads(completed.stdout)
-    return report
+    return run_benchmark("fleet", str(scenario), "--server-processes", "2", *options, timeout=180)
 
 
 def test_fleet_runs_a_scenario_live_and_reports(tmp_path: Path) -> None:

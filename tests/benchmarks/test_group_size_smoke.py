@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.run import run_benchmark
 
 
 def test_group_size_runs_and_reports() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.group_size", "--sizes", "2,6", "--min-reports", "20"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
+    report = run_benchmark("group_size", "--sizes", "2,6", "--min-reports", "20", timeout=120)
     assert report["failed"] == 0
     assert [size["workers"] for size in report["sizes"]] == [2, 6]
     for size in report["sizes"]:

@@ -3,29 +3,16 @@ what the workers enforce stays within DESIGN.md's 5% of the quota in every quart
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+
+from tests.benchmarks.run import run_benchmark
 
 # Its servers run on a PostgreSQL database of their own, as in production.
 pytestmark = pytest.mark.postgresql
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_a_small_join_storm_holds_the_quota_and_reports() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.join_storm", "--quick"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
+    report = run_benchmark("join_storm", "--quick", timeout=180)
 
     assert report["workers"] == 40
     assert report["server_processes"] == 2

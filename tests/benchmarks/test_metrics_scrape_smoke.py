@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.run import run_benchmark
 
 
 def test_metrics_scrape_benchmark_smoke() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.metrics_scrape", "--groups", "200", "--rounds", "1"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    report = json.loads(completed.stdout)
+    report = run_benchmark("metrics_scrape", "--groups", "200", "--rounds", "1", timeout=60)
 
     assert report["benchmark"] == "metrics_scrape"
     assert report["samples"] == 17 * 200

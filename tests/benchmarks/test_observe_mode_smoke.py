@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.run import run_benchmark
 
 # The marker is registered by tests/spark/conftest.py, which pytest loads only once it
 # collects that folder: this one may come first.
@@ -20,15 +16,7 @@ with warnings.catch_warnings():
 
 
 def test_observe_mode_runs_and_reports() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.observe_mode", "--quick", "--quota", "5000"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-5000:]
-    report = json.loads(completed.stdout)
+    report = run_benchmark("observe_mode", "--quick", "--quota", "5000", timeout=300)
 
     assert report["benchmark"] == "observe_mode"
     assert set(report["meets_bars"]) == {"unthrottled", "figures", "enforce_after_switch"}

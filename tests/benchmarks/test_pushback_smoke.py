@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.run import run_benchmark
 
 # The marker is registered by tests/spark/conftest.py, which pytest loads only once it
 # collects that folder: this one may come first.
@@ -20,15 +16,7 @@ with warnings.catch_warnings():
 
 
 def test_pushback_runs_and_reports() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.pushback", "--quick", "--seconds", "4"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert completed.returncode == 0, completed.stderr[-5000:]
-    report = json.loads(completed.stdout)
+    report = run_benchmark("pushback", "--quick", "--seconds", "4", timeout=240)
 
     assert report["benchmark"] == "pushback"
     assert set(report["meets_bars"]) == {"converged", "exactly_once", "other_rises"}

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
 from benchmarks.spark_throttle import MIN_WINDOW_S
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.run import run_benchmark
 
 SECONDS = 2
 RATE = 2000
@@ -25,19 +20,13 @@ with warnings.catch_warnings():
 
 
 def test_spark_throttle_runs_and_reports() -> None:
-    completed = subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.spark_throttle", "--quick"),
-            *("--seconds", str(SECONDS), "--rate", str(RATE), "--rows", "50000"),
-            *("--rounds", "1", "--charges", "500"),
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
+    report = run_benchmark(
+        "spark_throttle",
+        "--quick",
+        *("--seconds", str(SECONDS), "--rate", str(RATE), "--rows", "50000"),
+        *("--rounds", "1", "--charges", "500"),
         timeout=180,
     )
-    assert completed.returncode == 0, completed.stderr[-5000:]
-    report = json.loads(completed.stdout)
 
     assert {"benchmark", "accuracy", "overhead", "meets_bars", "method", "config"} <= set(report)
     assert set(report["meets_bars"]) == {"accuracy", "overhead", "reporting"}

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from itertools import product
-from pathlib import Path
 
 from benchmarks.token_bucket import AMOUNTS, OTHER_PEERS, PATHS, STATES
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmarks.run import run_benchmark
 
 
 def test_token_bucket_benchmark_smoke() -> None:
-    completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.token_bucket", "--seconds", "0.1", "--rounds", "1"],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    report = json.loads(completed.stdout)
+    report = run_benchmark("token_bucket", "--seconds", "0.1", "--rounds", "1", timeout=60)
 
     assert report["benchmark"] == "token_bucket"
     paths = report["paths"]

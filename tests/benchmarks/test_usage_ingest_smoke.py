@@ -2,36 +2,24 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.benchmarks.run import run_benchmark
+
 # Its servers run on a PostgreSQL database of their own, as in production.
 pytestmark = pytest.mark.postgresql
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def usage_ingest(*args: str) -> dict[str, Any]:
     """The benchmark's report, run tiny: 3 brokers of 50 namespaces, and ``args``."""
-    completed = subprocess.run(
-        [
-            *(sys.executable, "-m", "benchmarks.usage_ingest"),
-            *("--reporters", "3", "--namespaces-per-reporter", "50", "--spread", "3"),
-            *args,
-        ],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
+    return run_benchmark(
+        "usage_ingest",
+        *("--reporters", "3", "--namespaces-per-reporter", "50", "--spread", "3"),
+        *args,
         timeout=180,
     )
-    assert completed.returncode == 0, completed.stderr
-    report: dict[str, Any] = json.loads(completed.stdout)
-    return report
 
 
 def test_usage_ingest_runs_and_reports() -> None:
