@@ -264,6 +264,8 @@ class ReportLanes:
         worker is kept alive where it is."""
         now = asyncio.get_running_loop().time()
         expired = [report for report in waiting if self._expired(report, now)]
+        if not expired:
+            return
         headers = {
             True: {KEPT_HEADER: str(round(self.max_wait_s * 1000))},
             False: {KEPT_HEADER: "0"},  # not counted: its share is others' already
@@ -275,9 +277,8 @@ class ReportLanes:
                 f"with {len(waiting)} reports of its namespace; report again after backing off"
             )
             _fail([report], ServiceUnavailable(reason, headers=headers[report.kept]))
-        if expired:
-            shed = {id(report) for report in expired}
-            waiting[:] = [report for report in waiting if id(report) not in shed]
+        shed = {id(report) for report in expired}
+        waiting[:] = [report for report in waiting if id(report) not in shed]
 
     async def _store(self, batch: list[_Report], pace_s: float) -> list[float]:
         """Store the batch; returns the seconds each report's work took (0 where it failed)."""
