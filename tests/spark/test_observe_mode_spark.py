@@ -261,9 +261,12 @@ def test_a_job_runs_unthrottled_while_observed_then_at_the_quota(
         switched = time.time()
         rg_server.call("PUT", f"/admin/v2/resourcegroups/{job.group}/mode", {"mode": "enforce"})
         time.sleep(ENFORCE_S + 1.5)
-    enforced = per_second(logged_batches(tmp_path), float(int(switched) + 1), ENFORCE_S)
+    # From a second after the switch, the time DESIGN.md gives a change to reach every
+    # worker: the first whole second of the clock may begin a moment after the switch,
+    # while workers not yet told still send unheld.
+    enforced = per_second(logged_batches(tmp_path), switched + 1.0, ENFORCE_S)
     # Observed, it sends far more than the quota (several times, at the least).
     assert min(observing) > 3 * QUOTA, observing
     assert f'rg_resource_group_observe{{group="{job.group}"}} 1' in metrics
-    # Enforced from the first whole second after the switch (generous: a shared machine).
+    # Enforced in each of those seconds (generous: a shared machine).
     assert all(abs(rows / QUOTA - 1) <= 0.2 for rows in enforced), enforced
