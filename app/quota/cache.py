@@ -1,19 +1,8 @@
-"""What one server process remembers between usage reports, and how it knows it still holds.
-
-A broker-scale reporter sends thousands of namespaces a report, and in a steady state almost
-none of them changed: same group, same figures within 5%, same plan. Reading all of that
-back from the database on every report would cost far more than the report itself, so the
-process keeps it, and checks it against three tokens in the database, each changed on every
-write to what it guards (so several processes on one database never trust stale memory):
-
-- the **admin generation** (`app.generation`), changed by triggers on every write to groups,
-  tenants, namespaces, namespace permissions and the default group, guards which group each
-  namespace is in, that group's limits, and which roles may report for it;
-- a reporter's **rows token**, changed whenever its usage rows are written, guards the rows;
-- a group's **marker**, changed whenever something changes that may change a grant of the
-  group (`app.quota.store` says what), guards a plan.
-
-What a report learns is remembered only once its transaction commits.
+"""What one server process remembers between usage reports (namespaces' groups and limits, who
+may report, reporters' rows and plans), and how it knows it still holds: on every report it
+checks the admin generation (`app.generation`), the reporter's rows token and the groups'
+markers, each changed on every write to what it guards. What a report learns is kept only once
+its transaction commits. Why: docs/design.md ("The bound under concurrency").
 """
 
 from __future__ import annotations

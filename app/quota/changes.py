@@ -1,18 +1,8 @@
-"""Changes pushed to workers: a long poll on the admin generation and on groups' wakes.
-
-A worker holds ``GET /quota/v1/changes?after=G&group=W:NAME`` open; it is answered as soon as
-the admin generation (`app.generation`) is no longer ``G`` or the wake of a group it names
-(`app.quota.leases`) is no longer ``W``, or after the wait it asked for. The worker then
-reports at once, and its report plans with the new limits or shares: so a quota cut, a group
-attached or detached, a new default group, or a share that moved because others joined,
-left or changed their demand, reaches every worker within a fraction of a second, however
-long its lease.
-
-Every server process reads the generation and the wakes of the groups watched itself, every
-`POLL_S` while anyone waits: one indexed read for all its waiters, whatever their number,
-and it sees writes committed by any process on the same database. (PostgreSQL's LISTEN
-would answer sooner, but needs a connection held open per process, and SQLite has nothing
-like it.)
+"""Changes pushed to workers: ``GET /quota/v1/changes``, a long poll answered as soon as the
+admin generation (`app.generation`) or the wake of a group it names (`app.quota.leases`)
+moves, or after the wait it asked for; the worker then reports at once. Each server process
+reads both every `POLL_S` while anyone waits, in one read for all its waiters.
+Why: docs/design.md ("Leases and pushes").
 """
 
 from __future__ import annotations

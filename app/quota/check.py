@@ -1,27 +1,8 @@
-"""What the quota bound rests on, checked in a snapshot of the store (`rgadmin check`).
-
-A grant is raised only into the headroom that its group's sums in force leave free
-(`app.quota.store`), so the bound holds only while, in every group and dimension:
-
-1. the sum in force (``quota_groups.*_in_force``) is the sum of the allocations of the
-   ``quota_usage`` rows counted in the group (those whose ``resource_group`` names it), a
-   NULL allocation counting as 0. Only where a grant reads it: in a dimension the group
-   limits, under the limit its stored summary (``levels``) was made for. Where the group
-   limits nothing the rows hold None and the sum is left as it was; and a summary made
-   under another limit (an admin changed it), or none, is made anew from the rows, the sums
-   counted again with it, before any grant is made. (A group that limited nothing at all
-   was not summarized meanwhile: limited again as it was before, it fails this rule until
-   its next report, which counts its sums again unless its summary still holds.)
-2. no row counted in a group belongs to a reporter gone more than `GONE_AFTER_INTERVALS`
-   report intervals ago (past its ``lease_until``, which includes its grace): its worker no
-   longer enforces the allocation (rgspark's fail-static rule), and its share is the
-   others'. Every running server process forgets silent reporters, rows and all, once per
-   report interval, whether or not reports come; so such a row says they stopped. (A store
-   no server runs on keeps the rows of its last reporters until one starts, and fails here.)
-3. every attachment (a namespace's, a tenant's, the default group) names a group that
-   exists: the foreign keys make it so, unless the store was restored without them.
-
-Here the rows read are judged, with no database: `app.quota.snapshot` reads them.
+"""What the quota bound rests on, checked in a snapshot of the store (`rgadmin check`): each
+group's sums in force equal the allocations of the rows counted in it, where a grant reads
+them; no row counted belongs to a reporter gone more than `GONE_AFTER_INTERVALS` report
+intervals; every attachment names a group. The rows, read by `app.quota.snapshot`, are judged
+here with no database. Why: docs/design.md ("The invariant").
 """
 
 from __future__ import annotations

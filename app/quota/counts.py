@@ -1,23 +1,8 @@
-"""Units counted: what a group's reporters say they used, for the figures people read.
-
-A group's usage is never a report's ``used / intervalMs``: reports sent at once (a wake, a
-demand change) cover a few milliseconds, steady ones a whole lease, and a rate read off
-either swings far from what went through. Instead each accepted report's ``used`` is added
-up per group and dimension, twice:
-
-- **Counters** (`UsageCounter.totals`): every unit this process was told of, as
-  Prometheus counters (``rg_resource_group_used_total``), read with ``rate()``.
-- **Counts by moment**, for the usage history: a report's units are spread evenly over the
-  time they were used in (the ``intervalMs`` before it arrived), in buckets of the history's
-  resolution, so that a steady worker's report of a whole lease does not land in one sample.
-  A bucket is complete once no report can still cover it: a report covers at most
-  `span_s` (the longest a reporter stays alive between reports), so ``span_s`` after the
-  bucket ends. Then each server process writes its part (`app.quota.history.write_counts`),
-  and the history sums every process's.
-
-A report covering more than ``span_s`` (its worker was cut off from the server, and
-enforced on its own meanwhile) is counted over the last ``span_s`` of it: the units went
-through, and a history that dropped them would show less than the workers sent.
+"""Units counted: what a group's reporters say they used, added up per group and dimension as
+each report is accepted, twice: as Prometheus counters (`UsageCounter.totals`), and spread
+over the time each report covers in buckets of the history's resolution, which each process
+writes once no report can still cover them (`span_s` after they end) for `app.quota.history`
+to sum. Why: docs/design.md ("Usage history and metrics").
 """
 
 from __future__ import annotations

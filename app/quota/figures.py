@@ -1,17 +1,8 @@
-"""A report's figures against the stored ones: which moved enough to be recorded anew.
-
-A figure is recorded anew only when it `moved` out of its `held_range` (5%: the allocator's
-"Held figures"; both are in `rgspark.wire`). Every report asks this of every namespace it
-carries, so the checks here are written for speed: a steady report of thousands of
-namespaces is checked against ranges kept in one flat array (`held_ranges`, `held_still`),
-a namespace whose row is at hand against the row (`moved_since`).
-
-A demand is held more widely where the reporter's fair share, as last planned, says it
-changes no grant (`rgspark.wire.demand_range`, the rule rgspark reports early by): above
-that share, and in a dimension its group does not limit. Recorded, each move of a throttled
-worker's noisy demand made the report unsteady (its next came an interval on, not a lease)
-and moved its group's marker, so that every other worker planned the group again. Such
-demands are shown in the metrics as they were last recorded.
+"""A report's figures against the stored ones: which `moved` out of their `held_range` and are
+recorded anew, a demand held more widely where it changes no grant (`rgspark.wire`). Every
+report asks this of every namespace it carries, so a steady one is checked against ranges kept
+in one flat array (`held_ranges`, `held_still`), a namespace whose row is at hand against the
+row (`moved_since`). Why: docs/design.md ("The maths: from demands to grants").
 """
 
 from __future__ import annotations

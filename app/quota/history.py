@@ -1,28 +1,8 @@
-"""Each group's usage history, for people: the dashboard and ``rgadmin top``.
-
-Two kinds of figures, each true in its own way:
-
-- **What the group used** is counted: every accepted report's units, spread over the time
-  they were used in and summed per bucket of the resolution by the server process that took
-  the report (`app.quota.counts`), which writes its counts once a bucket is complete
-  (`write_counts`). A moment's usage is the units of the bucket before it, summed over the
-  processes, over the bucket's length: never a report's own rate. Until every report that
-  may cover a bucket has come, its moment's usage is unknown (null), not a partial sum.
-- **Demand, allocations and reporters** are the state at the moment: every
-  `usage_history_resolution_seconds` one server process (whichever first moves the
-  `UsageSampling` row to the new moment) sums, per group, the rows of the reporters alive
-  then (whose lease and grace have not run out, whether or not anyone reports), the same
-  rows the allocator reads, into one `UsageSample`.
-
-Both are stored with the reports, so the history is the same whichever process took them or
-serves it. Only groups whose state may have changed since the last moment are sampled: those
-whose marker changed (the store changes it whenever the allocator's inputs for the group
-change: a row's figures or allocation, a reporter gone, a namespace moved), those with a
-reporter whose lease ran out since, and, after an admin write, those whose configured rates
-differ from their last sample. A sample holds until the next one, so a steady group costs
-nothing, and a steady fleet of any size costs one small query per moment; a fleet-wide
-change costs one aggregate over the rows of the groups it changed. Samples and counts past
-the retention are deleted, except each group's latest sample, which still holds.
+"""Each group's usage history, for people (the dashboard, ``rgadmin top``): the units counted
+per moment, written once complete by the process that took the reports (`write_counts`, from
+`app.quota.counts`), and every moment one process's samples of demand, allocations and
+reporters, summed from the rows of the groups that may have changed; both deleted past the
+retention, but for each group's latest sample. Why: docs/design.md ("Usage history and metrics").
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""A job's figures: what its tasks moved through the throttle, summed by the server.
-
-A Spark Connect session has no accumulators, so rgspark's workers post what their tasks
-charged (``POST /quota/v1/jobs/{jobId}/figures``) and the driver reads the sums back (``GET``).
-Figures are kept per (job, role, kind): a role adds to and reads only its own (a superuser
-reads every role's), and nothing tells a role of another's.
-
-Workers of one job post at the same instant to several server processes, so a post never
-reads and writes back: one upsert adds it to the totals (`JobFigure`), another to each
-action (`JobAction`). The totals' row is written first, and its lock holds every other post
-of the same (job, role, kind) until the transaction ends: the trim of old actions that
-follows (the `KEPT_ACTIONS` latest by start stay; the totals count every one) then sees
-every action committed before it. Sums are held at a column's bound rather than overflow.
+"""A job's figures: what its workers moved through the throttle, posted by rgspark
+(``POST /quota/v1/jobs/{jobId}/figures``), summed per (job, role, kind) and read back by the
+driver on Spark Connect (``GET``). A post adds itself to the totals (`JobFigure`) and
+to its action (`JobAction`) in upserts, never reading first; the `KEPT_ACTIONS` latest actions
+stay. Why: docs/design.md ("The protocol").
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""Reports of one namespace, from one server process, stored together: one transaction each
-time the namespace's lane comes free.
-
-Reports that arrive while the lane's last transaction runs wait here, at no cost, and the
-next one stores up to `MAX_BATCH` of them in arrival order: one statement claiming their
-workers, one wait for the group's lock, one commit. A report refused for its own fault (a
-4xx) is stored again alone; reports of several namespaces (a broker's) take no lane. A report
-that waited ``max_wait_s`` is answered 503 without a transaction, saying for how long its
-worker is kept counted alive (`KEPT_HEADER`), which `Keeps` ensures from its arrival; the
-lane paces its workers (`app.quota.pacing`) so that this happens only for a moment. A
-worker's first report, whose worker is not counted and runs nothing before its answer, may
-wait longer (`JOIN_WAIT_S`). Why: the "Crowds: lanes and pacing" section of docs/design.md.
+"""Reports of one namespace, from one server process, stored together: one transaction of up to
+`MAX_BATCH` each time the namespace's lane comes free. A report that waited ``max_wait_s`` is
+answered 503, saying how long its worker is kept counted alive (`KEPT_HEADER`, `Keeps`); a
+first report may wait `JOIN_WAIT_S`; the lane paces its workers (`app.quota.pacing`).
+Why: docs/design.md ("Crowds: lanes and pacing").
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""A group's summary: what every grant of the group needs to know of all its reporters.
-
-A grant needs the water levels of the group's fair shares, which depend on every reporter's
-demand (`app.quota.allocator.Levels`). Read from every reporter on every report, they made
-a report of a group of n reporters cost O(n), and a settling group, where every report
-changes something, O(n²) an interval. So one report summarizes the group (reads every
-reporter, O(n)) and stores the summary in the group's row; the reports after it read that
-one row, until the group's inputs changed and a `SUMMARY_SHARE` of its reporters (a
-thirty-second) have been granted from it since. A group of n reporters is therefore
-summarized at most once every n/32 grants: a report costs the same for 10 reporters or
-5,000 (with its share of the summaries, O(1) on average), and a group of up to 32 is
-summarized afresh at every report after a change, as exactly as if every report read every
-reporter. Between summaries, each grant moves the summary's shortfall by what it changed
-(`Levels.settled_shortfall`), and each report its sums of usage and demand (`GroupSummary.updated`).
-
-A summary a moment old errs only in the fair shares it gives: a reporter's rise is bounded
-by the headroom that the allocations in force leave free, which each grant reads from the
-group's row exactly (see `app.quota.store`), so the quota bound never rests on it.
+"""A group's summary: the water levels of its fair shares (`app.quota.allocator.Levels`) and its
+sums of usage and demand, made from every reporter's row and stored in the group's row so that
+a grant reads that one row; made anew once the group's inputs changed and a `SUMMARY_SHARE` of
+its reporters were granted from it, and settled by each grant in between.
+Why: docs/design.md ("The bound under concurrency").
 """
 
 from __future__ import annotations

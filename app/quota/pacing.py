@@ -1,14 +1,8 @@
-"""Pacing: how often the reporters of one namespace may report to one server process, so
-that the process stores every report they send.
-
-Each answer asks its worker to report no sooner than the namespace's **pace**, which keeps
-the lane busy about `UTILIZATION` of the time whatever the workers' number. A saturated lane
-(its reports wait `SATURATED` of the longest they may) sets the pace to what would unload it:
-the workers heard from lately times what a report the pace holds back costs, over
-`UTILIZATION` (a worker's first report is not held back, nor counted in that cost). Once a
-pace has lasted as long as itself and an interval, it falls with the lane's busy share, by
-at most `MOST_FALL` at once. Leases last as long as the pace. Why: the "Crowds: lanes and
-pacing" section of docs/design.md; the figures: docs/benchmarks.md.
+"""Pacing: how often the reporters of one namespace may report to one server process, so that
+it stores every report they send. Each answer asks for no report sooner than the namespace's
+**pace**, set when the lane is `SATURATED` to keep it busy `UTILIZATION` of the time whatever
+the workers' number, falling by at most `MOST_FALL` at once; leases last as long.
+Why: docs/design.md ("Crowds: lanes and pacing").
 """
 
 from __future__ import annotations

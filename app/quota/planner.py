@@ -1,28 +1,8 @@
-"""A group's ledger of allocations in force, and everything that moves it: no I/O.
-
-The quota bound rests on one invariant: **a group's sums in force (per dimension) equal the
-allocations of the rows counted in it**. The allocator raises a grant only into the
-headroom those sums leave free (`app.quota.allocator.granted`), so while they are true,
-the allocations in force never exceed the quota, however many reporters plan the group one
-after another, from whichever server process. This module is the only code that moves
-them; the store reads a group's row, calls it, and stores what it returns
-(`app.quota.store`, `app.quota.repository`):
-
-- `plan`: a report's grants for its namespaces in a group. Each is granted in turn, from the
-  summary's levels settled by the grants before it, and the sums move by what each changes.
-  A rise is counted at once; a fall of a reporter that says what it enforces is counted at
-  its old rate until it says it applied it (`counted`); a newcomer is counted from its
-  first grant.
-- `released`: what a report's rows release before it plans: falls it now says it applied.
-- `count`: the sums of rows (a group summarized anew counts every row in it again).
-- `take`: rows that leave a group (a reporter released, expired or that stopped reporting a
-  namespace; a namespace moved to another group): the sums lose their allocations, and the
-  group is woken when one frees a `LEAVE_WAKE` of what was in force.
-- `summarize`: a group's summary from every live reporter's row (`app.quota.levels`).
-
-Falls, leaves and expiry only ever lower the sums; a grant raises them only into headroom.
-`tests/app/planner_cases` holds cases (a state, a sequence of reports and leaves, the grants
-and sums expected), each saying which bound it checks.
+"""A group's ledger of allocations in force, and everything that moves it, with no I/O: the
+store reads a group's row, calls `plan` (a report's grants), `released`, `count`, `take` (rows
+that leave) or `summarize`, and stores what they return (`app.quota.store`,
+`app.quota.repository`). Only this module moves the sums in force; `tests/app/planner_cases`
+checks it. Why: docs/design.md ("The invariant").
 """
 
 from __future__ import annotations

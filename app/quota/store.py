@@ -1,14 +1,8 @@
-"""Usage reports in the SQL store, so that every server process sees every reporter.
-
-A report (`submit`) resolves its namespaces' effective groups, claims its reporter alive,
-records the figures that moved by 5% or more, plans the groups whose inputs changed (their
-marker moved) and answers with every namespace's grants. A plan reads the group's own row
-(its summary and its sums in force) under the group's lock, so that the plans of a group
-are a sequence across processes, and grants through `app.quota.planner`, which alone moves
-the sums; a fall is counted at its old rate until a report says it is applied. In a steady
-state a report is a few small statements: the process remembers the rest (`app.quota.cache`).
-Why each step holds the bound, and what it costs: docs/design.md ("The bound under
-concurrency"); who may report and when a reporter is gone: `app.quota.reporters`.
+"""Usage reports in the SQL store, so that every server process sees every reporter: `submit`
+resolves a report's groups, claims its reporter alive, records the figures that moved, plans
+the groups whose marker moved under their lock through `app.quota.planner`, and answers with
+every namespace's grants; the process remembers the rest (`app.quota.cache`), and
+`app.quota.reporters` says who may report. Why: docs/design.md ("The bound under concurrency").
 """
 
 from __future__ import annotations
