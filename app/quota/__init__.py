@@ -6,7 +6,8 @@ wants; the server answers with its share. One report's path is `store.submit`.
 Glossary:
 
 - **Reporter**: one worker process, by the id it made up; alive while its **lease** holds
-  and the grace after it (`leases`), forgotten after (`reporters`).
+  and the grace after it (`leases`), forgotten after (`reporters`). Each report **claims**
+  its reporter alive for its lease, in one statement with its lane's batch (`store.claim`).
 - **Row**: a reporter's figures for one namespace (usage, demand and allocation per
   dimension), stored in the group it was last written in (`types.Figures`); **held** until a
   figure moves by 5% (`figures`).
