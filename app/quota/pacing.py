@@ -11,7 +11,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from app.quota.tuning import LEAST_PACE, MOST_FALL, SMOOTHING, SPREAD, UTILIZATION
+from app.quota.tuning import LEAST_PACE, MOST_FALL, SPREAD, UTILIZATION
 
 __all__ = ["Pace", "spread"]
 
@@ -23,7 +23,7 @@ class Pace:
     without reporting (the longest lease and the grace): a paced one may go that much longer.
     """
 
-    __slots__ = ("_busy_s", "_cost_s", "_heard", "_since", "interval_s", "pace_s", "silent_s")
+    __slots__ = ("_busy_s", "_heard", "_since", "interval_s", "pace_s", "silent_s")
 
     def __init__(self, interval_s: float, silent_s: float, now: float) -> None:
         self.interval_s = interval_s
@@ -32,8 +32,6 @@ class Pace:
         """Seconds from a report to its worker's next, at least (0: as the answer says)."""
         self._heard: OrderedDict[str, float] = OrderedDict()
         """Until when each worker heard from may be silent and alive, last heard last."""
-        self._cost_s: float | None = None
-        """What a report costs the lane when it is saturated (seconds)."""
         self._since = now
         self._busy_s = 0.0
         """The lane's time in transactions since ``_since``."""
@@ -65,12 +63,10 @@ class Pace:
         if held_back is None:
             held_back = [seconds / len(reporters)] * len(reporters) if reporters else []
         if saturated and held_back:
+            # What a report held back cost the lane in this transaction. A moving average
+            # over transactions fared no better in a join storm (`app.quota.tuning.SPREAD`).
             cost = sum(held_back) / len(held_back)
-            self._cost_s = (
-                cost if self._cost_s is None else (self._cost_s + SMOOTHING * (cost - self._cost_s))
-            )
-        if saturated and self._cost_s is not None:
-            self.pace_s = max(self.pace_s, len(heard) * self._cost_s / UTILIZATION)
+            self.pace_s = max(self.pace_s, len(heard) * cost / UTILIZATION)
         window = now - self._since
         if window >= max(self.pace_s, self.interval_s):
             busy = self._busy_s / window
