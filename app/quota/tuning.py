@@ -130,9 +130,7 @@ SPREAD = 0.5
 workers paced together do not come back together. Measured: ``benchmarks.join_storm
 --seconds 20``, alternated (2026-11-29): without the spread, 3 of 11 runs left workers
 unanswered at the end, and in the median run the workers then enforced 40% of the quota;
-with it, 1 of 20 and 59%. (Without a moving average of the lane's cost, 11 runs fared as
-well as these 20: the pace reads the last saturated transaction's.) The number itself is
-reasoned."""
+with it, 1 of 20 and 59%. The number itself is reasoned."""
 MOST_FALL = 2.0
 """A pace falls by at most this factor at once, so that it comes down once a storm is over
 without letting the storm back in."""
