@@ -86,6 +86,7 @@ class ReportLanes:
         self.sessions = sessions
         self.keep = keep
         self.max_wait_s = max_wait_s
+        self.keep_after_s = SATURATED * max_wait_s
         self.interval_s = interval_s
         self.silent_s = silent_s
         self._waiting: dict[str, list[_Report]] = {}
@@ -199,8 +200,10 @@ class ReportLanes:
                 del self._paces[namespace]
 
     def _keep(self, namespace: str, report: _Report) -> None:
-        """Keep the report's worker alive: with the others that arrived while the lane's
-        last keep ran, one keep in flight per lane."""
+        """Keep the report's worker alive once it has waited `SATURATED` of its longest wait
+        (one keep in flight per lane, for all that waited as long meanwhile). One answered
+        sooner needs none: its answer's lease counts its worker, and a keep costs a
+        transaction, which at a light load ran beside nearly every batch."""
         if self.keep is None:
             return
         report.looked = asyncio.Event()
@@ -233,12 +236,21 @@ class ReportLanes:
 
     async def _keep_all(self, namespace: str) -> None:
         assert self.keep is not None
-        keeping, reports = self._keeping[namespace], []
+        keeping = self._keeping[namespace]
+        reports: list[_Report] = []
+        later: list[_Report]
+        loop = asyncio.get_running_loop()
         try:
-            while keeping:
-                reports = [report for report in keeping if not report.answer.done()]
-                keeping.clear()
-                reporter_ids = sorted({report.reporter_id for report in reports})
+            while keeping:  # in the order they arrived
+                await asyncio.sleep(keeping[0].queued_at + self.keep_after_s - loop.time())
+                since = loop.time() - self.keep_after_s
+                # Those that waited long enough, or need no keep any more; and the others.
+                reports, later = [], []
+                for report in keeping:
+                    settled = report.answer.done() or report.queued_at <= since
+                    (reports if settled else later).append(report)
+                keeping[:] = later
+                reporter_ids = sorted({r.reporter_id for r in reports if not r.answer.done()})
                 if reporter_ids:
                     kept = await transactions.transaction(
                         self.sessions, self.keep, reporter_ids, self.max_wait_s

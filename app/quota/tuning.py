@@ -121,7 +121,8 @@ back to the end of the line later. Under rgspark's 10 s request timeout. Measure
 worker within 6.1-7.5 s, against 12-18 s when first reports were shed at two intervals."""
 SATURATED = 0.25
 """Of the longest a report may wait in its lane: a lane whose reports wait this long is
-saturated (half a second with the default interval), and paces its workers."""
+saturated (half a second with the default interval), and paces its workers; a report that
+waits this long keeps its worker alive (`app.quota.lanes`)."""
 UTILIZATION = 0.5
 """Of its time, what a lane is kept busy with its paced workers' reports; the rest is for
 what must not wait for the pace (a fall's confirmation, an admin change)."""

@@ -21,7 +21,7 @@ from app.models import QuotaReporter, RequestQuota
 from app.quota import lanes as lanes_module
 from app.quota import reporters
 from app.quota.lanes import ReportLanes, Work
-from app.quota.tuning import MAX_BATCH
+from app.quota.tuning import MAX_BATCH, SATURATED
 from app.state import state_of
 from rgspark.wire import GRACE_INTERVALS, KEPT_HEADER
 
@@ -249,6 +249,52 @@ def test_a_report_that_waits_keeps_its_worker_alive_and_its_503_says_how_long(
 
 
 WAIT = ("worker", "ghost")
+
+
+@pytest.mark.parametrize(
+    ("held_s", "keeps"), [(0.05, False), (0.8, True)], ids=["briefly", "saturated"]
+)
+def test_only_a_report_that_waits_as_long_as_in_a_saturated_lane_keeps_its_worker(
+    app: FastAPI, engine: Engine, held_s: float, keeps: bool
+) -> None:
+    """A report answered before it has waited `SATURATED` of its longest wait costs no keep
+    (its answer's lease counts its worker); one that waits that long is kept, with the
+    others that waited as long, in one keep."""
+    max_wait_s = 0.5 / SATURATED  # a saturated lane's reports wait 0.5 s, none is shed
+    kept: list[list[str]] = []
+
+    def keep(session: Session, reporter_ids: list[str], kept_s: float) -> set[str]:
+        kept.append(reporter_ids)
+        return reporters.keep(session, reporter_ids, kept_s, clock=time.time, interval_s=1.0)
+
+    lanes, reports = (
+        ReportLanes(
+            state_of(app).sessions, max_wait_s=max_wait_s, interval_s=1.0, silent_s=10.0, keep=keep
+        ),
+        Reports(),
+    )
+    with Session(engine) as session, session.begin():
+        lease_until = datetime.now(UTC) + timedelta(seconds=10)
+        session.add_all(
+            QuotaReporter(reporter_id=r, role="job", lease_until=lease_until) for r in WAIT
+        )
+
+    async def run() -> list[bytes | BaseException]:
+        first = asyncio.ensure_future(
+            lanes.submit("t/ns", "first", reports.store("first", first=True))
+        )
+        await asyncio.to_thread(reports.first_started.wait, 10)
+        queued = [asyncio.ensure_future(lanes.submit("t/ns", r, reports.store(r))) for r in WAIT]
+        await asyncio.sleep(held_s)
+        reports.release_first.set()
+        answers = await asyncio.gather(first, *queued, return_exceptions=True)
+        # Past when a keep of theirs would begin, and time for it to end (on SQLite it
+        # waits for the batch's write).
+        await asyncio.sleep(SATURATED * max_wait_s + 0.2)
+        return answers
+
+    assert asyncio.run(run()) == [b"first", b"worker", b"ghost"]
+    assert kept == ([sorted(WAIT)] if keeps else [])
 
 
 def test_a_workers_first_report_waits_in_line_longer_before_it_is_shed(
