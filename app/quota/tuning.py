@@ -122,7 +122,10 @@ worker within 6.1-7.5 s, against 12-18 s when first reports were shed at two int
 SATURATED = 0.25
 """Of the longest a report may wait in its lane: a lane whose reports wait this long is
 saturated (half a second with the default interval), and paces its workers; a report that
-waits this long keeps its worker alive (`app.quota.lanes`)."""
+waits this long keeps its worker alive (`app.quota.lanes`). Measured for the keep:
+``benchmarks.usage_ingest --shape spark`` at 500 reports/s, 3 alternated runs (2026-11-29):
+median report 1.4-2.5 ms, against 4.9-6.0 ms keeping every report that waited at all (4,732
+keeps beside 9,012 stores). The number itself is reasoned."""
 UTILIZATION = 0.5
 """Of its time, what a lane is kept busy with its paced workers' reports; the rest is for
 what must not wait for the pace (a fall's confirmation, an admin change)."""
