@@ -21,8 +21,8 @@ Glossary:
   is a **probe**; a **fall** is counted at the old rate until the worker says it applied it.
 - **Steady report**: one that changes nothing a plan reads; it writes only its lease.
 - **Lane**: a namespace's reports in one process, stored together, a worker's first
-  waiting longest; **pace**: how often a lane lets its workers report when it cannot keep
-  up (`app.quota.lanes`, `pacing`).
+  waiting longest; one that waits long **keeps** its worker alive meanwhile; **pace**: how
+  often a lane lets its workers report when it cannot keep up (`app.quota.lanes`, `pacing`).
 - **Counts**: the units reporters say they used, per group and moment: the figures people
   read (`counts`, `history`).
 
