@@ -285,7 +285,7 @@ class Reporter:
         counted = None
         if isinstance(exc, ReportShed) and self.reached_at is not None:
             counted = exc.kept_s > 0
-            if counted:  # kept from the report's arrival, which is after it was sent
+            if counted:  # kept from while it waited in line, after it was sent
                 self.kept_until = max(self.kept_until or 0.0, self.schedule.sent_at + exc.kept_s)
         before = self.schedule.state
         after = self.schedule.failed(now, self.fallback_at(), counted=counted)
