@@ -142,8 +142,7 @@ class ResourceGroupClient:
         session hides the token keys from the driver's Python (their names match
         ``spark.redaction.regex``): there the client has no token, and a warning says so.
         """
-        from ._driver import warn_hidden_token
-        from ._session import application_id
+        from ._session import application_id, warn_hidden_token
 
         options = options_from(lambda key: spark.conf.get(key, None))
         key = (application_id(spark), repr(sorted(options.items())))

@@ -8,11 +8,11 @@ hence no accumulators: its tasks count on the admin server (`rgspark._server_sta
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from ._checks import ensure_checked
 from ._release import release_when_done
+from ._server_stats import stats_on_server
 from ._session import is_connect, spark_context
 from ._stats import ThrottleStats
 
@@ -21,17 +21,7 @@ if TYPE_CHECKING:
 
     from ._client import ResourceGroupClient
 
-__all__ = ["prepare", "stats_for", "warn_hidden_token"]
-
-logger = logging.getLogger("rgspark")
-
-HIDDEN_TOKEN = (
-    "rgspark: a Spark Connect session shows the driver's Python neither spark.rgspark.token "
-    "nor spark.rgspark.tokenFile (its server hides the values of keys that match "
-    "spark.redaction.regex, set or not), so the client built from the configuration has no "
-    "token: when the admin server needs one, make the client with "
-    "ResourceGroupClient(url, tenant=..., namespace=..., token=...) and pass it to throttle"
-)
+__all__ = ["prepare", "stats_for"]
 
 
 def prepare(client: ResourceGroupClient, kind: str, spark: SparkSession) -> ThrottleStats:
@@ -47,16 +37,9 @@ def stats_for(client: ResourceGroupClient, kind: str, spark: SparkSession) -> Th
     """The client's figures for `kind`, made on the driver the first time."""
     if kind not in client.stats:
         client.stats[kind] = (
-            ThrottleStats.on_server(client, kind)
+            stats_on_server(client, kind)
             if is_connect(spark)
             else ThrottleStats(spark_context(spark), kind)
         )
     stats: ThrottleStats = client.stats[kind]
     return stats
-
-
-def warn_hidden_token(spark: SparkSession) -> None:
-    """Say, on a Spark Connect session, that a client without a token may owe it to the
-    session hiding the token keys: unread, they would surface only as a rejected token."""
-    if is_connect(spark):
-        logger.warning(HIDDEN_TOKEN)

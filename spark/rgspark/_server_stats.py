@@ -28,19 +28,24 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ._exceptions import RGSparkError, UnexpectedResponseError
-from ._stats import Entry, Figures, add_entry, padded
+from ._stats import Entry, Figures, ThrottleStats, add_entry, padded
 from .wire import MAX_ACTIONS_PER_POST
 
 if TYPE_CHECKING:
     from ._admin import AdminClient
     from ._client import ResourceGroupClient
 
-__all__ = ["FLUSH_S", "ServerCount"]
+__all__ = ["FLUSH_S", "ServerCount", "stats_on_server"]
 
 logger = logging.getLogger("rgspark")
 
 FLUSH_S = 0.5  # how often a worker process sends what its tasks charged since
 WARN_EVERY_S = 60.0
+
+
+def stats_on_server(client: ResourceGroupClient, kind: str) -> ThrottleStats:
+    """Stats of a Spark Connect session: counted by `client`'s admin server."""
+    return ThrottleStats(None, kind, server=ServerCount(client, kind))
 
 
 class ServerCount:

@@ -6,6 +6,7 @@ Imports nothing of PySpark at load, so `import rgspark` stays light.
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,24 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-__all__ = ["active_session", "application_id", "is_connect", "release_key", "spark_context"]
+__all__ = [
+    "active_session",
+    "application_id",
+    "is_connect",
+    "release_key",
+    "spark_context",
+    "warn_hidden_token",
+]
+
+logger = logging.getLogger("rgspark")
+
+HIDDEN_TOKEN = (
+    "rgspark: a Spark Connect session shows the driver's Python neither spark.rgspark.token "
+    "nor spark.rgspark.tokenFile (its server hides the values of keys that match "
+    "spark.redaction.regex, set or not), so the client built from the configuration has no "
+    "token: when the admin server needs one, make the client with "
+    "ResourceGroupClient(url, tenant=..., namespace=..., token=...) and pass it to throttle"
+)
 
 
 def is_connect(spark: SparkSession) -> bool:
@@ -32,6 +50,13 @@ def application_id(spark: SparkSession) -> str:
     """The Spark application's id, from the session's configuration: a Spark Connect session
     has no SparkContext to ask."""
     return str(spark.conf.get("spark.app.id"))
+
+
+def warn_hidden_token(spark: SparkSession) -> None:
+    """Say, on a Spark Connect session, that a client without a token may owe it to the
+    session hiding the token keys: unread, they would surface only as a rejected token."""
+    if is_connect(spark):
+        logger.warning(HIDDEN_TOKEN)
 
 
 def release_key(spark: SparkSession) -> str:

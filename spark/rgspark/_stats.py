@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from pyspark import Accumulator, SparkContext
     from pyspark.accumulators import AccumulatorParam
 
-    from ._client import ResourceGroupClient
-
     _Param = AccumulatorParam["Figures"]
 else:
     _Param = object
@@ -79,28 +77,22 @@ class ThrottleStats:
 
     A classic session's tasks count in an accumulator (made with the session's
     `context`). A Spark Connect session has none: the helpers make its stats with
-    `on_server`, and its tasks count on the admin server, under the client's job
-    (`rgspark._server_stats`). Made with `context` None otherwise, they count nothing, and
+    `rgspark._server_stats.stats_on_server`, and its tasks count on the admin server,
+    under the client's job. Made with `context` None otherwise, they count nothing, and
     reading a figure raises `FiguresNotCountedError`.
     """
 
     __slots__ = ("_figures", "_server", "kind")
 
-    def __init__(self, context: SparkContext | None, kind: str) -> None:
+    def __init__(
+        self, context: SparkContext | None, kind: str, *, server: Counter | None = None
+    ) -> None:
+        """``server``: where its tasks count without an accumulator (``context`` None)."""
         self.kind = kind
         self._figures: Accumulator[Figures] | None = (
             None if context is None else context.accumulator(Figures(), FiguresParam())
         )
-        self._server: Counter | None = None
-
-    @classmethod
-    def on_server(cls, client: ResourceGroupClient, kind: str) -> ThrottleStats:
-        """Stats of a Spark Connect session: counted by `client`'s admin server."""
-        from ._server_stats import ServerCount
-
-        stats = cls(None, kind)
-        stats._server = ServerCount(client, kind)
-        return stats
+        self._server = server
 
     @property
     def counted(self) -> bool:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from rgspark import FiguresNotCountedError, ResourceGroupClient
-from rgspark._server_stats import ServerCount, _merge, _Pending
+from rgspark._server_stats import ServerCount, _merge, _Pending, stats_on_server
 from rgspark._stats import ActionStats, Entry, ThrottleStats
 from rgspark.wire import MAX_ACTIONS_PER_POST
 
@@ -47,7 +47,7 @@ def entry(rows: int, start_s: float, end_s: float, held_s: float = 0.0) -> Entry
 
 
 def test_what_workers_add_is_what_the_driver_reads(client: ResourceGroupClient) -> None:
-    stats = ThrottleStats.on_server(client, "publish")
+    stats = stats_on_server(client, "publish")
     # Two worker processes: each a pending count of its own, sending from several threads.
     workers = [_Pending(client, "publish") for _ in range(2)]
 
@@ -75,11 +75,11 @@ def test_what_workers_add_is_what_the_driver_reads(client: ResourceGroupClient) 
     assert first[3:5] == [pytest.approx(START), pytest.approx(START + 3 + 0.49 + 0.005)]
     assert repr(stats).startswith("ThrottleStats(kind='publish', rows=207, bytes=2070, ")
     # Kinds and jobs apart.
-    assert ThrottleStats.on_server(client, "dispatch").rows == 0
+    assert stats_on_server(client, "dispatch").rows == 0
     other_job = ResourceGroupClient(
         client.url, tenant=client.tenant, namespace=client.namespace, token=client.token
     )
-    assert ThrottleStats.on_server(other_job, "publish").rows == 0
+    assert stats_on_server(other_job, "publish").rows == 0
 
 
 def test_a_send_that_fails_is_kept_for_the_next(
