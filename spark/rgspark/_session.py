@@ -1,5 +1,6 @@
 """What rgspark asks of a SparkSession, classic or Spark Connect alike, without calling
-the JVM or the Connect server: which kind it is, its SparkContext, its application.
+the JVM or the Connect server: which kind it is, its SparkContext, its application, and
+whether it hides the token keys from the driver (a Connect session does).
 
 Imports nothing of PySpark at load, so `import rgspark` stays light.
 """
