@@ -86,7 +86,9 @@ class ReportLanes:
         self.sessions = sessions
         self.keep = keep
         self.max_wait_s = max_wait_s
-        self.keep_after_s = SATURATED * max_wait_s
+        # A lane whose reports wait this long is saturated: it paces its workers, and keeps
+        # those of the reports that waited as long alive.
+        self.saturated_s = SATURATED * max_wait_s
         self.interval_s = interval_s
         self.silent_s = silent_s
         self._waiting: dict[str, list[_Report]] = {}
@@ -172,7 +174,7 @@ class ReportLanes:
                     took = await self._store(batch, pace.pace_s)
                     ended = clock()
                     # Saturated: its reports wait long enough to be shed soon.
-                    saturated = started - batch[0].queued_at >= SATURATED * self.max_wait_s
+                    saturated = started - batch[0].queued_at >= self.saturated_s
                     pace.stored(
                         [report.reporter_id for report in batch],
                         ended - started,
@@ -241,8 +243,8 @@ class ReportLanes:
         loop = asyncio.get_running_loop()
         try:
             while keeping:  # in the order they arrived
-                await asyncio.sleep(keeping[0].queued_at + self.keep_after_s - loop.time())
-                reports = _settled(keeping, loop.time() - self.keep_after_s)
+                await asyncio.sleep(keeping[0].queued_at + self.saturated_s - loop.time())
+                reports = _settled(keeping, loop.time() - self.saturated_s)
                 reporter_ids = sorted({r.reporter_id for r in reports if not r.answer.done()})
                 if reporter_ids:
                     kept = await transactions.transaction(
